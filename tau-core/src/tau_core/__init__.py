@@ -1,0 +1,3 @@
+"""TauGrid core: the plugin host and the shared layers every command root builds on."""
+
+__version__ = "0.5.0"

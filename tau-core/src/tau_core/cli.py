@@ -1,0 +1,141 @@
+"""The ``tau`` entry point: a click group whose sub-commands are plugin-provided roots.
+
+Root names and their one-line help come from the ``tau_register_roots`` hook, so
+``tau --help`` imports no root implementation.  A root's click command is imported only
+when it is invoked.  Errors are turned into ``error:``/``hint:`` lines and exit codes here,
+at the edge, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from tau_core import __version__
+from tau_core.errors import PluginError, TauError, UsageError
+from tau_core.output import error
+from tau_core.plugins import ENV_BLOCK, Host, get_host
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+BUG_REPORT = "https://github.com/taugrid/taugrid-python/issues"
+
+
+class RootGroup(click.Group):
+    """A group whose commands are the host's registered roots, loaded on demand."""
+
+    def __init__(self, *args: Any, host_factory: Any = get_host, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.host_factory = host_factory
+
+    @property
+    def host(self) -> Host:
+        return self.host_factory()  # type: ignore[no-any-return]
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.host.roots())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        roots = self.host.roots()
+        entry = roots.get(cmd_name)
+        if entry is None:
+            for info in self.host.failed():
+                if cmd_name in (info.name, info.dist, info.dist.removeprefix("tau-")):
+                    raise PluginError(
+                        f"command root '{cmd_name}' is unavailable: plugin '{info.name}' from {info.dist} "
+                        f"failed to load ({info.error})",
+                        hint=f"reinstall {info.dist} (pip install --force-reinstall {info.dist}) "
+                        f"or disable it with {ENV_BLOCK}={info.name}",
+                    )
+            return None
+        command = entry.load()
+        if not isinstance(command, click.Command):
+            raise PluginError(
+                f"command root '{cmd_name}' from {entry.dist} is not a click command ({entry.target!r})",
+                hint=f"report this to the maintainers of {entry.dist}",
+            )
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        roots = self.host.roots()
+        rows = [(name, str(roots[name].meta.get("help", ""))) for name in roots]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+        failed = self.host.failed()
+        if failed:
+            with formatter.section("Plugins that failed to load"):
+                formatter.write_dl([(p.name, f"{p.dist}: {p.error}") for p in failed])
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"tau version {__version__}")
+        ctx.exit(0)
+
+
+def build_cli(host_factory: Any = get_host) -> click.Group:
+    @click.group(
+        cls=RootGroup,
+        host_factory=host_factory,
+        context_settings=CONTEXT_SETTINGS,
+        help="Repository-first AI workloads on Kubernetes.\n\n"
+        "Describe a run in tau.yaml, then submit and follow it with `tau run`. "
+        "Every command root below is a plugin; `tau version` lists them.",
+    )
+    @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+                  help="Print the tau version and exit.")
+    def tau() -> None:
+        pass
+
+    return tau
+
+
+cli = build_cli()
+
+
+def run(command: click.Command, args: Sequence[str] | None = None, prog_name: str = "tau") -> int:
+    """Invoke ``command`` and turn every outcome into an exit code (the CLI edge)."""
+    try:
+        command.main(args=list(args) if args is not None else None, prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        error("aborted")
+        return 1
+    except click.UsageError as exc:
+        exc.show()
+        return 2
+    except click.ClickException as exc:
+        error(exc.format_message())
+        return 1
+    except UsageError as exc:
+        error(exc.message, exc.hint)
+        return exc.exit_code
+    except TauError as exc:
+        error(exc.message, exc.hint)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("", err=True)
+        error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are caught
+        if os.environ.get("TAU_DEBUG", "") not in ("", "0"):
+            import traceback
+
+            traceback.print_exc()
+        error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            f"this is a bug in tau; please report it at {BUG_REPORT} (set TAU_DEBUG=1 to see the traceback)",
+        )
+        return 1
+    return 0
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    sys.exit(run(cli, args))

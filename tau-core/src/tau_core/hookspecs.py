@@ -1,0 +1,108 @@
+"""The whole TauGrid plugin API, in one file.
+
+Every hook hands the plugin a ``register`` callback instead of asking for a return value
+(the model is simonw/llm), so one plugin can contribute many items and the host knows
+which distribution contributed each one.  The callback always has the shape::
+
+    register(name, target, **meta)
+
+``target`` is either the object itself or a ``"package.module:attribute"`` string.  A
+string is imported only when the entry is used, which keeps ``tau --help`` free of heavy
+imports: plugin modules should register strings and keep their own imports light.
+
+``meta`` may carry ``priority`` (an int, default 0).  When two plugins register the same
+name in one family the higher priority wins; equal priorities are an error that names both
+distributions.  Built-in implementations register through exactly these hooks.
+
+Each hook is called once per plugin when its family is first needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import pluggy
+
+PROJECT_NAME = "tau"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+class Register(Protocol):
+    """The callback handed to every ``tau_register_*`` hook."""
+
+    def __call__(self, name: str, target: Any, **meta: Any) -> None: ...
+
+
+@hookspec
+def tau_register_roots(register: Register) -> None:
+    """Register command roots of the ``tau`` CLI.
+
+    Call ``register(name, "pkg.cli:command", help="one line")`` once per root.  ``help`` is
+    shown by ``tau --help`` without importing ``target``; ``target`` must resolve to a
+    :class:`click.Command` and is imported only when the root is invoked.  Root names are
+    unique across all installed distributions.
+    """
+
+
+@hookspec
+def tau_register_resolvers(register: Register) -> None:
+    """Register resolvers for one step of config resolution.
+
+    ``register(name, resolver, kind=KIND, priority=N)``; ``kind`` is one of
+    :data:`tau_core.plugins.RESOLVER_KINDS` (``project``, ``workspace-connection``,
+    ``workspace-defaults``, ``workload-profile``, ``reference``).  A resolver is a callable
+    ``resolver(request) -> result | None``; resolvers of a kind are consulted from the highest
+    priority down and the first non-``None`` answer wins.
+    """
+
+
+@hookspec
+def tau_register_renderers(register: Register) -> None:
+    """Register a renderer for one Kubernetes workload kind.
+
+    ``register(kind, renderer)`` where ``kind`` is one of ``Job``, ``RayJob``, ``RayService``
+    or ``Deployment`` (:data:`tau_core.plugins.RENDER_KINDS`).  A renderer is a callable
+    ``renderer(resolved_config) -> list[dict]`` returning the Kubernetes objects to submit,
+    the workload first.  Renderers never talk to a cluster.
+    """
+
+
+@hookspec
+def tau_register_storage_backends(register: Register) -> None:
+    """Register a storage backend for artifacts, checkpoints, registries or experiment stores.
+
+    ``register(name, factory)``; ``factory(**options)`` returns an object that stores and
+    reads bytes under keys relative to its root and never lets a key escape that root.
+    """
+
+
+@hookspec
+def tau_register_telemetry_sinks(register: Register) -> None:
+    """Register a telemetry sink that receives run metrics and lifecycle events.
+
+    ``register(name, factory)``; ``factory(**options)`` returns an object with
+    ``write(records)`` and ``close()``.  ``records`` is a list of dicts in the
+    ``tau.metrics.scalar.v2`` layout.  Sinks must be idempotent for repeated records.
+    """
+
+
+@hookspec
+def tau_register_gpu_class_rules(register: Register) -> None:
+    """Register GPU-class rules: how VM sizes and legacy names map to canonical GPU classes.
+
+    ``register(name, rule)``; ``rule`` is a callable ``rule(value) -> str | None`` that
+    returns the canonical GPU class for a VM size or alias, or ``None`` when it does not
+    know the value.  Rules are consulted from the highest priority down.
+    """
+
+
+@hookspec
+def tau_register_execution_backends(register: Register) -> None:
+    """Register an execution backend (for example ``kubernetes`` or ``local``).
+
+    ``register(name, factory)``; ``factory(**options)`` returns an object implementing the
+    run lifecycle: ``submit``, ``status``, ``list``, ``logs``, ``get``, ``cancel``,
+    ``retry`` and ``resume``.
+    """

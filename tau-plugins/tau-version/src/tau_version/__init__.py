@@ -1,0 +1,1 @@
+"""The ``tau version`` command root."""
