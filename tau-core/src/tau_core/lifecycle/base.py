@@ -1,0 +1,161 @@
+"""The lifecycle interface shared by every execution backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from tau_core.errors import TauError
+
+#: Phase states, with the marker the phase tree prints for each.
+PHASE_STATES: dict[str, str] = {"pending": "[ ]", "active": "[>]", "done": "[x]", "warning": "[!]", "skipped": "[-]"}
+
+
+class FailureReason(str, Enum):
+    """Failure classification (reference run-config-and-rendering §4.2)."""
+
+    COMPLETED = "Completed"
+    RUNNING = "Running"
+    OOM_KILLED = "OOMKilled"
+    PREEMPTED = "Preempted"
+    EVICTED = "Evicted"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def parse(cls, value: str) -> FailureReason:
+        """Case-insensitive lookup, as ``resilience.retry_on`` requires."""
+        for member in cls:
+            if member.value.lower() == value.strip().lower():
+                return member
+        raise ValueError(value)
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Where a run lives: the backend plus its address inside that backend."""
+
+    name: str
+    backend: str = "kubernetes"
+    namespace: str | None = None
+    context: str | None = None
+    workspace: str | None = None
+
+
+@dataclass
+class Phase:
+    name: str
+    state: str  # one of PHASE_STATES
+    detail: str = ""
+    hint: str | None = None
+    elapsed_seconds: float | None = None
+
+
+@dataclass
+class RunStatus:
+    ref: RunRef
+    kind: str  # Job | RayJob | local
+    phases: list[Phase]
+    terminal: bool
+    succeeded: bool
+    failure: FailureReason | None = None
+    attempt: int | None = None  # 1-based; None when the run never retried
+    max_attempts: int | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    """One row of ``tau run list``."""
+
+    ref: RunRef
+    kind: str
+    state: str
+    queue: str | None = None
+    created: str | None = None
+    external: bool = False
+
+
+@dataclass
+class SubmitRequest:
+    """Everything a backend needs to start a run.
+
+    ``objects`` are the rendered Kubernetes objects (the workload first); the local backend
+    reads what it needs from ``config`` (the normalized run config) and ``context``.
+    """
+
+    name: str
+    config: Mapping[str, Any]
+    objects: list[dict[str, Any]]
+    context: Mapping[str, Any]
+    config_path: Path | None = None
+    config_hash: str = ""
+    submission_id: str = ""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SubmitResult:
+    ref: RunRef
+    created: bool  # False when a retried submission recovered an existing object
+    message: str = ""
+
+
+@dataclass
+class LogOptions:
+    follow: bool = False
+    tail: int | None = 200
+    container: str | None = None
+    all_containers: bool = False
+    previous: bool = False
+    timestamps: bool = False
+    prefix: bool = False
+
+
+@dataclass
+class ArtifactListing:
+    root: str
+    entries: list[dict[str, Any]]  # {"path": rel, "size": int | None, "type": "file"|"dir"}
+
+
+@runtime_checkable
+class ExecutionBackend(Protocol):
+    """What every backend implements.  Failures raise :class:`tau_core.errors.TauError`."""
+
+    name: str
+
+    def submit(self, request: SubmitRequest) -> SubmitResult: ...
+
+    def status(self, ref: RunRef) -> RunStatus: ...
+
+    def list(self, *, namespace: str | None = None, queue: str | None = None,
+             include_external: bool = False) -> list[RunSummary]: ...
+
+    def logs(self, ref: RunRef, options: LogOptions) -> Iterator[str]: ...
+
+    def get(self, ref: RunRef, artifact: str | None = None) -> ArtifactListing | bytes: ...
+
+    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0) -> None: ...
+
+    def retry(self, ref: RunRef, request: SubmitRequest, *, attempt: int, reason: FailureReason) -> SubmitResult: ...
+
+    def resume(self, ref: RunRef, request: SubmitRequest, *, from_dir: str | None = None,
+               force: bool = False, dry_run: bool = False) -> SubmitResult: ...
+
+
+def get_backend(name: str, **options: Any) -> ExecutionBackend:
+    """Instantiate the registered backend called ``name``."""
+    from tau_core.plugins import get_host
+
+    registry = get_host().registry("execution_backends")
+    if name not in registry:
+        known = ", ".join(registry) or "none"
+        raise TauError(
+            f"execution backend '{name}' is not installed (installed: {known})",
+            hint="install the tau meta-package (pip install tau) or the plugin that provides it",
+        )
+    backend: ExecutionBackend = registry[name].load()(**options)
+    return backend
