@@ -192,17 +192,16 @@ class Host:
         return host
 
     def _load_entry_points(self) -> None:
-        from importlib.metadata import entry_points
+        from tau_core.entrypoints import entry_points
 
         allow = _names(self.env.get(ENV_ALLOW))
         block = _names(self.env.get(ENV_BLOCK)) or set()
-        seen: set[str] = set()
+        seen: set[tuple[str, str]] = set()
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            dist = ep.dist.name if ep.dist is not None else "?"
-            version = ep.dist.version if ep.dist is not None else "?"
-            if ep.name in seen:
+            dist, version = ep.dist, ep.version
+            if (dist, ep.name) in seen:
                 continue  # the same distribution visible twice on sys.path
-            seen.add(ep.name)
+            seen.add((dist, ep.name))
             keys = {ep.name, dist}
             if (allow is not None and not keys & allow) or keys & block:
                 self.plugins.append(PluginInfo(ep.name, dist, version, "disabled"))
@@ -212,11 +211,12 @@ class Host:
             except Exception as exc:  # noqa: BLE001 - isolate every broken plugin
                 self._fail(PluginInfo(ep.name, dist, version, "failed"), f"failed to import: {_describe(exc)}")
                 continue
-            self.add_plugin(ep.name, module, dist=dist, version=version)
+            name = ep.name if self.pm.get_plugin(ep.name) is None else f"{ep.name}@{dist}"
+            self.add_plugin(name, module, dist=dist, version=version)
 
     def add_plugin(self, name: str, plugin: object, *, dist: str, version: str = "") -> PluginInfo:
         """Register one plugin object, isolating any failure into a warning."""
-        info = PluginInfo(name, dist, version or _dist_version(dist), "loaded", module=plugin)
+        info = PluginInfo(name, dist, version, "loaded", module=plugin)
         try:
             self.pm.register(plugin, name=name)
         except Exception as exc:  # noqa: BLE001 - pluggy validation errors and duplicates
@@ -288,18 +288,8 @@ class Host:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-def _dist_version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return ""
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _trace_before(hook_name: str, hook_impls: list[Any], kwargs: dict[str, Any]) -> None:

