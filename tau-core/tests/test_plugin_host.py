@@ -126,7 +126,8 @@ def test_allowlist_filters_before_import(fake_site):
     assert result.returncode == 0
     assert "must not be imported" not in result.stderr
     result = fake_site.run("--help", env={"TAU_PLUGINS": ""})
-    assert "hello" not in result.stdout.split("Commands:")[-1] if "Commands:" in result.stdout else True
+    assert result.returncode == 0
+    assert "Commands:" not in result.stdout
     assert "acme" not in result.stderr
 
 
