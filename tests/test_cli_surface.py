@@ -51,7 +51,7 @@ def test_help_succeeds_for_every_command(tau_cli, path):
 
 def _portal_commands() -> list[tuple[str, ...]]:
     try:
-        from taugrid_portal.cli import cli as portal  # noqa: PLC0415
+        from taugrid_portal.cli import cli as portal
     except ImportError:
         return []
     return list(_walk(portal, ()))
@@ -60,7 +60,6 @@ def _portal_commands() -> list[tuple[str, ...]]:
 @pytest.mark.parametrize("path", _portal_commands(), ids=lambda p: " ".join(("taugrid-portal", *p)))
 def test_help_succeeds_for_every_portal_command(path):
     from click.testing import CliRunner
-
     from taugrid_portal.cli import cli as portal
 
     result = CliRunner().invoke(portal, [*path, "--help"])

@@ -124,7 +124,7 @@ def run(command: click.Command, args: Sequence[str] | None = None, prog_name: st
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are caught
+    except Exception as exc:
         if os.environ.get("TAU_DEBUG", "") not in ("", "0"):
             import traceback
 

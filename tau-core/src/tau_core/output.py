@@ -63,7 +63,6 @@ def to_yaml(data: Any) -> str:
 
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # type: ignore[attr-defined]
     buf = io.StringIO()
     yaml.dump(json.loads(json.dumps(data, default=_json_default)), buf)
     return buf.getvalue()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -83,7 +83,7 @@ class Entry:
             if isinstance(self.target, str):
                 try:
                     self._loaded = load_target(self.target)
-                except Exception as exc:  # noqa: BLE001 - reported with the distribution's name
+                except Exception as exc:
                     raise PluginError(
                         f"{self.family[:-1].replace('_', ' ')} '{self.name}' from {self.dist} failed to load: "
                         f"{type(exc).__name__}: {exc}",
@@ -208,7 +208,7 @@ class Host:
                 continue
             try:
                 module = ep.load()
-            except Exception as exc:  # noqa: BLE001 - isolate every broken plugin
+            except Exception as exc:
                 self._fail(PluginInfo(ep.name, dist, version, "failed"), f"failed to import: {_describe(exc)}")
                 continue
             name = ep.name if self.pm.get_plugin(ep.name) is None else f"{ep.name}@{dist}"
@@ -219,7 +219,7 @@ class Host:
         info = PluginInfo(name, dist, version, "loaded", module=plugin)
         try:
             self.pm.register(plugin, name=name)
-        except Exception as exc:  # noqa: BLE001 - pluggy validation errors and duplicates
+        except Exception as exc:
             return self._fail(info, _describe(exc))
         unknown = [hc.name for hc in (self.pm.get_hookcallers(plugin) or []) if not hc.has_spec()]
         if unknown:
@@ -264,7 +264,7 @@ class Host:
                 others = [p for p in self.pm.get_plugins() if p is not impl.plugin]
                 try:
                     self.pm.subset_hook_caller(hook_name, remove_plugins=others)(register=register)
-                except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the host down
+                except Exception as exc:
                     warn(f"plugin '{plugin_name}' from {dist} failed in {hook_name}: {_describe(exc)}")
                     continue
                 entries.extend(collected)
@@ -292,12 +292,12 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _trace_before(hook_name: str, hook_impls: list[Any], kwargs: dict[str, Any]) -> None:
+def _trace_before(hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     impls = ", ".join(impl.plugin_name for impl in hook_impls) or "(none)"
     print(f"trace: {hook_name}({', '.join(sorted(kwargs))}) -> {impls}", file=sys.stderr)
 
 
-def _trace_after(outcome: Any, hook_name: str, hook_impls: list[Any], kwargs: dict[str, Any]) -> None:
+def _trace_after(outcome: Any, hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     exc = outcome.exception
     result = f"raised {_describe(exc)}" if exc is not None else f"returned {outcome.get_result()!r}"
     print(f"trace: {hook_name} {result}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -14,7 +14,7 @@ from tau_core.errors import TauError
 PHASE_STATES: dict[str, str] = {"pending": "[ ]", "active": "[>]", "done": "[x]", "warning": "[!]", "skipped": "[-]"}
 
 
-class FailureReason(str, Enum):
+class FailureReason(StrEnum):
     """Failure classification (reference run-config-and-rendering §4.2)."""
 
     COMPLETED = "Completed"
