@@ -1,0 +1,270 @@
+"""The batch/v1 Job controller: pods from parallelism/completions (NonIndexed and Indexed), suspension,
+backoffLimit, activeDeadlineSeconds, the Job conditions and ``ttlSecondsAfterFinished``.
+
+Simplifications: failed pods are replaced at once (no exponential back-off delay), pods carry no
+``batch.kubernetes.io/job-tracking`` finalizer (counts are taken from the pods that exist, never lowered),
+and ``podFailurePolicy``/``successPolicy`` are not evaluated.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tau_testing.sim.controllers import _util as u
+from tau_testing.sim.controllers import events
+from tau_testing.sim.controllers.pods import kill_pod
+
+COMPONENT = "job-controller"
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+COMPLETE_REASON = "CompletionsReached"
+COMPLETE_MESSAGE = "Reached expected number of succeeded pods"
+BACKOFF_MESSAGE = "Job has reached the specified backoff limit"
+DEADLINE_MESSAGE = "Job was active longer than specified deadline"
+
+
+def job_finished(job: dict[str, Any]) -> str | None:
+    """``"Complete"`` or ``"Failed"`` when the Job has finished, else ``None``."""
+    for ctype in ("Complete", "Failed"):
+        if u.condition_true(job, ctype):
+            return ctype
+    return None
+
+
+def _format_indexes(indexes: set[int]) -> str:
+    """Kubernetes' compressed index list: ``0-2,5``."""
+    out: list[str] = []
+    ordered = sorted(indexes)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def _parse_indexes(text: str | None) -> set[int]:
+    result: set[int] = set()
+    for part in (text or "").split(","):
+        if not part:
+            continue
+        if "-" in part:
+            a, b = part.split("-", 1)
+            result.update(range(int(a), int(b) + 1))
+        else:
+            result.add(int(part))
+    return result
+
+
+def _pod_index(pod: dict[str, Any]) -> int | None:
+    raw = (pod["metadata"].get("annotations") or {}).get(INDEX_KEY) or u.labels(pod).get(INDEX_KEY)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+class JobController:
+    """Reconciles batch/v1 Jobs; toggle with ``.enabled``."""
+
+    def __init__(self) -> None:
+        self.enabled = True
+
+    def reconcile(self, cluster: Any) -> bool:
+        pods_by_owner: dict[str, list[dict[str, Any]]] = {}
+        for pod in u.list_objects(cluster, "v1", "Pod"):
+            ref = u.controller_of(pod)
+            if ref and ref.get("kind") == "Job":
+                pods_by_owner.setdefault(ref["uid"], []).append(pod)
+        changed = False
+        for job in u.list_objects(cluster, "batch/v1", "Job"):
+            if u.is_deleting(job):
+                continue
+            changed |= self._sync(cluster, job, pods_by_owner.get(job["metadata"]["uid"], []))
+        return changed
+
+    # ---------------------------------------------------------------------------------------------- sync
+
+    def _sync(self, cluster: Any, job: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
+        spec = job.get("spec") or {}
+        current = u.now(cluster)
+        finished = job_finished(job)
+        active = [p for p in pods if not u.pod_is_terminal(p) and not u.is_deleting(p)]
+        if finished:
+            changed = False
+            for pod in active:
+                changed |= kill_pod(cluster, pod)
+            return changed | self._ttl(cluster, job, current)
+
+        status = copy.deepcopy(job.get("status") or {})
+        conditions = status.setdefault("conditions", [])
+        changed = False
+        indexed = spec.get("completionMode") == "Indexed"
+        succeeded_pods = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"]
+        failed_pods = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
+        succeeded = max(int(status.get("succeeded") or 0), len(succeeded_pods))
+        restarts = 0
+        if ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy") == "OnFailure":
+            restarts = sum(int(st.get("restartCount") or 0) for p in active
+                           for st in (p.get("status") or {}).get("containerStatuses") or [])
+        failed = max(int(status.get("failed") or 0), len(failed_pods))
+        done_indexes = _parse_indexes(status.get("completedIndexes"))
+        if indexed:
+            done_indexes |= {i for p in succeeded_pods if (i := _pod_index(p)) is not None}
+            succeeded = max(succeeded, len(done_indexes))
+
+        if spec.get("suspend"):
+            for pod in active:
+                kill_pod(cluster, pod)
+                events.record(cluster, job, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
+                              component=COMPONENT)
+                changed = True
+            if u.set_condition(conditions, "Suspended", "True", "JobSuspended", "Job suspended", current,
+                               probe_times=True):
+                events.record(cluster, job, "Suspended", "Job suspended", component=COMPONENT)
+            status.pop("startTime", None)
+            self._counts(status, 0, 0, succeeded, failed, indexed, done_indexes)
+            return u.write_status_if_changed(cluster, job, status) | changed
+
+        suspended_cond = u.find_condition({"status": status}, "Suspended")
+        if suspended_cond and suspended_cond.get("status") == "True":
+            u.set_condition(conditions, "Suspended", "False", "JobResumed", "Job resumed", current, probe_times=True)
+            events.record(cluster, job, "Resumed", "Job resumed", component=COMPONENT)
+        start = u.parse_ts(status.get("startTime"))
+        if start is None:
+            start = current
+            status["startTime"] = u.ts(current)
+
+        # ---- failure
+        backoff_limit = spec.get("backoffLimit", 6)
+        fail: tuple[str, str] | None = None
+        if backoff_limit is not None and failed + restarts > int(backoff_limit):
+            fail = ("BackoffLimitExceeded", BACKOFF_MESSAGE)
+        deadline = spec.get("activeDeadlineSeconds")
+        if fail is None and deadline is not None and u.seconds_between(start, current) >= float(deadline):
+            fail = ("DeadlineExceeded", DEADLINE_MESSAGE)
+        if fail is not None:
+            reason, message = fail
+            for pod in active:
+                kill_pod(cluster, pod)
+            u.set_condition(conditions, "FailureTarget", "True", reason, message, current, probe_times=True)
+            u.set_condition(conditions, "Failed", "True", reason, message, current, probe_times=True)
+            self._counts(status, 0, 0, succeeded, failed, indexed, done_indexes)
+            u.write_status_if_changed(cluster, job, status)
+            events.record(cluster, job, reason, message, type="Warning", component=COMPONENT)
+            return True
+
+        # ---- success
+        completions = spec.get("completions")
+        parallelism = int(spec.get("parallelism", 1) or 0)
+        if indexed:
+            complete = completions is not None and done_indexes >= set(range(int(completions)))
+        elif completions is not None:
+            complete = succeeded >= int(completions)
+        else:
+            complete = succeeded > 0 and not active
+        if complete:
+            for pod in active:
+                kill_pod(cluster, pod)
+            u.set_condition(conditions, "SuccessCriteriaMet", "True", COMPLETE_REASON, COMPLETE_MESSAGE, current,
+                            probe_times=True)
+            u.set_condition(conditions, "Complete", "True", COMPLETE_REASON, COMPLETE_MESSAGE, current,
+                            probe_times=True)
+            status["completionTime"] = u.ts(current)
+            self._counts(status, 0, 0, succeeded, failed, indexed, done_indexes)
+            u.write_status_if_changed(cluster, job, status)
+            events.record(cluster, job, "Completed", "Job completed", component=COMPONENT)
+            return True
+
+        # ---- create pods
+        names_taken = {p["metadata"]["name"] for p in pods}
+        created = 0
+        if indexed:
+            active_indexes = {i for p in active if (i := _pod_index(p)) is not None}
+            wanted = [i for i in range(int(completions or 0)) if i not in done_indexes and i not in active_indexes]
+            room = max(parallelism - len(active), 0)
+            for index in wanted[:room]:
+                self._create_pod(cluster, job, index, names_taken)
+                created += 1
+        else:
+            if completions is not None:
+                want = min(parallelism, int(completions) - succeeded)
+            else:
+                want = parallelism if succeeded == 0 else 0
+            for _ in range(max(want - len(active), 0)):
+                self._create_pod(cluster, job, None, names_taken)
+                created += 1
+        ready = sum(1 for p in active if u.pod_is_ready(p))
+        self._counts(status, len(active) + created, ready, succeeded, failed, indexed, done_indexes)
+        return u.write_status_if_changed(cluster, job, status) | changed | bool(created)
+
+    @staticmethod
+    def _counts(status: dict[str, Any], active: int, ready: int, succeeded: int, failed: int, indexed: bool,
+                done: set[int]) -> None:
+        for name, value in (("active", active), ("succeeded", succeeded), ("failed", failed)):
+            if value:
+                status[name] = value
+            else:
+                status.pop(name, None)
+        status["ready"] = ready
+        status["terminating"] = 0
+        status["uncountedTerminatedPods"] = {}
+        if indexed:
+            status["completedIndexes"] = _format_indexes(done)
+
+    def _create_pod(self, cluster: Any, job: dict[str, Any], index: int | None, taken: set[str]) -> None:
+        meta = job["metadata"]
+        template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
+        tmeta = template.get("metadata") or {}
+        pod_labels = dict(tmeta.get("labels") or {})
+        uid = meta["uid"]
+        pod_labels.setdefault("controller-uid", uid)
+        pod_labels.setdefault("batch.kubernetes.io/controller-uid", uid)
+        pod_labels.setdefault("job-name", meta["name"])
+        pod_labels.setdefault("batch.kubernetes.io/job-name", meta["name"])
+        annotations = dict(tmeta.get("annotations") or {})
+        pod_spec = template.get("spec") or {}
+        prefix = meta["name"]
+        if index is not None:
+            pod_labels[INDEX_KEY] = str(index)
+            annotations[INDEX_KEY] = str(index)
+            prefix = f"{meta['name']}-{index}"
+            pod_spec["hostname"] = f"{meta['name']}-{index}"
+            env = {"name": "JOB_COMPLETION_INDEX",
+                   "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_KEY}']"}}}
+            for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or []):
+                c.setdefault("env", []).append(dict(env))
+        n = 0
+        while True:
+            name = f"{prefix}-{u.suffix(uid, index, n)}"
+            if name not in taken:
+                break
+            n += 1
+        taken.add(name)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": meta["namespace"], "generateName": f"{prefix}-",
+                         "labels": pod_labels, "annotations": annotations, "ownerReferences": [u.owner_ref(job)]},
+            "spec": pod_spec,
+        }
+        if not annotations:
+            del pod["metadata"]["annotations"]
+        if u.create(cluster, pod) is not None:
+            events.record(cluster, job, "SuccessfulCreate", f"Created pod: {name}", component=COMPONENT)
+
+    def _ttl(self, cluster: Any, job: dict[str, Any], current: Any) -> bool:
+        ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+        if ttl is None:
+            return False
+        status = job.get("status") or {}
+        finished_at = u.parse_ts(status.get("completionTime"))
+        if finished_at is None:
+            cond = u.find_condition(job, "Failed")
+            finished_at = u.parse_ts((cond or {}).get("lastTransitionTime"))
+        if finished_at is None or u.seconds_between(finished_at, current) < float(ttl):
+            return False
+        ns, name = u.key(job)
+        return u.delete(cluster, "batch/v1", "Job", ns, name, propagation="Background")

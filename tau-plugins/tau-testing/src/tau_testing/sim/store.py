@@ -1,0 +1,720 @@
+"""The in-memory object store behind the simulated API server.
+
+Objects are plain JSON-like dicts. The store never hands out its own dicts: every read returns a copy, and
+every write replaces the stored dict, so snapshots kept in the watch history stay valid.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from tau_testing.sim import errors
+from tau_testing.sim.clock import RealClock, rfc3339
+from tau_testing.sim.errors import ApiError
+from tau_testing.sim.resources import ResourceType, TypeRegistry, builtin_types, types_from_crd
+from tau_testing.sim.selectors import labels_match, parse_field_selector, parse_label_selector
+
+Key = tuple[str, str, str, str]  # (group, kind, namespace, name)
+Callback = Callable[[str, dict[str, Any]], None]
+AdmissionHook = Callable[[str, ResourceType, dict[str, Any], dict[str, Any] | None], None]
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def clone(value: Any) -> Any:
+    """A fast deep copy for JSON-like data."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        obj["metadata"] = meta
+    return meta
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+class Store:
+    """Thread-safe, in-memory Kubernetes object storage with API-server semantics."""
+
+    def __init__(self, clock: Any = None, *, history_limit: int = 20000,
+                 namespaces: tuple[str, ...] = DEFAULT_NAMESPACES) -> None:
+        self.clock = clock or RealClock()
+        self.types = TypeRegistry(builtin_types())
+        self._lock = threading.RLock()
+        self._objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        self._by_uid: dict[str, Key] = {}
+        self._dependents: dict[str, set[Key]] = {}
+        self._rv = 100
+        self._history: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=history_limit)
+        self._floor = self._rv  # the oldest resourceVersion a watch may start from
+        self._subscribers: list[tuple[Callback, bool]] = []
+        self.admission_hooks: list[AdmissionHook] = []
+        self._random = random.Random(0x7A0)
+        for ns in namespaces:
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> str:
+        with self._lock:
+            return str(self._rv)
+
+    def rtype(self, api_version: str, kind: str) -> ResourceType:
+        rtype = self.types.by_kind(api_version, kind)
+        if rtype is None:
+            raise ApiError(404, "NotFound", f'the server could not find the requested resource '
+                                           f'(no kind "{kind}" is registered for version "{api_version}")')
+        return rtype
+
+    def _bucket(self, rtype: ResourceType) -> dict[tuple[str, str], dict[str, Any]]:
+        return self._objects.setdefault(rtype.group_kind, {})
+
+    def _ns(self, rtype: ResourceType, namespace: str | None) -> str:
+        if not rtype.namespaced:
+            return ""
+        return namespace or "default"
+
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _now(self) -> str:
+        return rfc3339(self.clock.now())
+
+    def _present(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
+        out = clone(obj)
+        out["apiVersion"] = rtype.api_version
+        return out
+
+    def _emit(self, event_type: str, obj: dict[str, Any]) -> None:
+        rv = int(obj["metadata"]["resourceVersion"])
+        self._history.append((rv, event_type, obj))
+        if len(self._history) == self._history.maxlen:
+            self._floor = max(self._floor, self._history[0][0] - 1)
+        for callback, raw in list(self._subscribers):
+            callback(event_type, obj if raw else clone(obj))
+
+    def _index(self, key: Key, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
+        if old is not None:
+            self._by_uid.pop(old["metadata"].get("uid", ""), None)
+            for ref in old["metadata"].get("ownerReferences") or []:
+                deps = self._dependents.get(ref.get("uid", ""))
+                if deps is not None:
+                    deps.discard(key)
+                    if not deps:
+                        del self._dependents[ref.get("uid", "")]
+        if obj is not None:
+            self._by_uid[obj["metadata"]["uid"]] = key
+            for ref in obj["metadata"].get("ownerReferences") or []:
+                self._dependents.setdefault(ref.get("uid", ""), set()).add(key)
+
+    def _put(self, rtype: ResourceType, obj: dict[str, Any], event_type: str, old: dict[str, Any] | None) -> None:
+        meta = obj["metadata"]
+        key = (rtype.group, rtype.kind, meta.get("namespace", ""), meta["name"])
+        self._bucket(rtype)[(key[2], key[3])] = obj
+        self._index(key, obj, old)
+        self._emit(event_type, obj)
+
+    def _remove(self, rtype_group: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        bucket = self._objects.get((rtype_group, kind), {})
+        old = bucket.pop((namespace, name), None)
+        if old is None:
+            return None
+        final = dict(old)
+        final["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
+        self._index((rtype_group, kind, namespace, name), None, old)
+        self._emit("DELETED", final)
+        if (rtype_group, kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+            self._unregister_crd(final)
+        return final
+
+    def _admit(self, operation: str, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
+               field_validation: str | None, warnings: list[str] | None) -> None:
+        from tau_testing.sim import admission
+
+        admission.admit(self, operation, rtype, obj, old, field_validation=field_validation, warnings=warnings)
+        for hook in list(self.admission_hooks):
+            hook(operation, rtype, obj, old)
+
+    # -- reads -----------------------------------------------------------------------------------------------
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        rtype = self.rtype(api_version, kind)
+        with self._lock:
+            obj = self._objects.get(rtype.group_kind, {}).get((self._ns(rtype, namespace), name))
+            return self._present(obj, rtype) if obj is not None else None
+
+    def get_or_404(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        obj = self.get(api_version, kind, namespace, name)
+        if obj is None:
+            rtype = self.rtype(api_version, kind)
+            raise errors.not_found(rtype.plural, rtype.group, name)
+        return obj
+
+    def get_by_uid(self, uid: str) -> dict[str, Any] | None:
+        with self._lock:
+            key = self._by_uid.get(uid)
+            if key is None:
+                return None
+            obj = self._objects.get((key[0], key[1]), {}).get((key[2], key[3]))
+            return clone(obj) if obj is not None else None
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.list_page(api_version, kind, namespace, label_selector, field_selector)[0]
+
+    def list_page(self, api_version: str, kind: str, namespace: str | None = None,
+                  label_selector: str | None = None, field_selector: str | None = None, limit: int | None = None,
+                  continue_token: str | None = None) -> tuple[list[dict[str, Any]], str, str | None, int | None]:
+        """One page of a list: (items, list resourceVersion, continue token, remaining item count)."""
+        rtype = self.rtype(api_version, kind)
+        reqs = parse_label_selector(label_selector)
+        fmatch = parse_field_selector(field_selector, rtype.group, rtype.kind)
+        start_after: tuple[str, str] | None = None
+        if continue_token:
+            try:
+                token = json.loads(base64.urlsafe_b64decode(continue_token.encode()).decode())
+                start_after = (token["ns"], token["name"])
+                token_rv = int(token["rv"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise errors.bad_request(f"invalid continue token: {continue_token!r}") from exc
+            if token_rv < self._floor:
+                raise ApiError(410, "Expired", "The provided continue parameter is too old to display a "
+                                               "consistent list result. You can start a new list without "
+                                               "the continue parameter.")
+        with self._lock:
+            list_rv = str(self._rv)
+            bucket = self._objects.get(rtype.group_kind, {})
+            keys = sorted(bucket)
+            selected: list[dict[str, Any]] = []
+            for key in keys:
+                if rtype.namespaced and namespace and key[0] != namespace:
+                    continue
+                if start_after is not None and key <= start_after:
+                    continue
+                obj = bucket[key]
+                if reqs and not labels_match(reqs, obj["metadata"].get("labels")):
+                    continue
+                if field_selector and not fmatch(obj):
+                    continue
+                selected.append(obj)
+            token_out: str | None = None
+            remaining: int | None = None
+            if limit and limit > 0 and len(selected) > limit:
+                remaining = len(selected) - limit
+                selected = selected[:limit]
+                last = selected[-1]["metadata"]
+                token_out = base64.urlsafe_b64encode(json.dumps(
+                    {"rv": int(list_rv), "ns": last.get("namespace", ""), "name": last["name"]}).encode()).decode()
+            items = [self._present(o, rtype) for o in selected]
+        return items, list_rv, token_out, remaining
+
+    def all_objects(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [clone(o) for bucket in self._objects.values() for o in bucket.values()]
+
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(b) for b in self._objects.values())
+
+    # -- writes ----------------------------------------------------------------------------------------------
+
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False, field_validation: str | None = None,
+               warnings: list[str] | None = None) -> dict[str, Any]:
+        obj = clone(obj)
+        rtype = self.rtype(obj.get("apiVersion", ""), obj.get("kind", ""))
+        meta = _meta(obj)
+        with self._lock:
+            if rtype.namespaced:
+                meta["namespace"] = meta.get("namespace") or "default"
+            else:
+                meta.pop("namespace", None)
+            if not meta.get("name") and meta.get("generateName"):
+                bucket = self._bucket(rtype)
+                for _ in range(100):
+                    candidate = meta["generateName"] + "".join(self._random.choice(_NAME_CHARS) for _ in range(5))
+                    if (meta.get("namespace", ""), candidate) not in bucket:
+                        meta["name"] = candidate
+                        break
+            if not meta.get("name"):
+                raise errors.invalid(rtype.kind, rtype.group, "", [errors.field_required(
+                    "metadata.name", "name or generateName is required")])
+            ns = meta.get("namespace", "")
+            if rtype.namespaced:
+                namespace_obj = self._objects.get(("", "Namespace"), {}).get(("", ns))
+                if namespace_obj is None:
+                    raise errors.not_found("namespaces", "", ns)
+                if namespace_obj["metadata"].get("deletionTimestamp") and not dry_run:
+                    raise ApiError(403, "Forbidden", f'{rtype.plural} "{meta["name"]}" is forbidden: unable to '
+                                                     f'create new content in namespace {ns} because it is being '
+                                                     f'terminated', name=meta["name"], kind=rtype.plural,
+                                   group=rtype.group)
+            if (ns, meta["name"]) in self._bucket(rtype):
+                raise errors.already_exists(rtype.plural, rtype.group, meta["name"])
+            for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"):
+                meta.pop(field, None)
+            meta["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+            meta["generation"] = 1
+            meta["creationTimestamp"] = self._now()
+            if "status" in rtype.subresources and rtype.kind != "Node" and rtype.kind != "CustomResourceDefinition":
+                obj.pop("status", None)
+            self._admit("CREATE", rtype, obj, None, field_validation, warnings)
+            if dry_run:
+                return self._present(obj, rtype)
+            storage = self._storage_type(rtype)
+            obj["apiVersion"] = storage.api_version
+            meta["resourceVersion"] = str(self._next_rv())
+            self._put(storage, obj, "ADDED", None)
+            if rtype.group_kind == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+                self._register_crd(obj)
+            return self._present(self._bucket(rtype)[(ns, meta["name"])], rtype)
+
+    def _storage_type(self, rtype: ResourceType) -> ResourceType:
+        if not rtype.custom or rtype.storage:
+            return rtype
+        for other in self.types.for_group_kind(rtype.group, rtype.kind):
+            if other.storage:
+                return other
+        return rtype
+
+    def _existing(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        old = self._objects.get(rtype.group_kind, {}).get((namespace, name))
+        if old is None:
+            raise errors.not_found(rtype.plural, rtype.group, name)
+        return old
+
+    def _check_preconditions(self, rtype: ResourceType, old: dict[str, Any], meta: dict[str, Any]) -> None:
+        name = old["metadata"]["name"]
+        rv = meta.get("resourceVersion")
+        if rv and str(rv) != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(rtype.plural, rtype.group, name)
+        uid = meta.get("uid")
+        if uid and uid != old["metadata"]["uid"]:
+            raise errors.conflict(rtype.plural, rtype.group, name,
+                                  f"Precondition failed: UID in precondition: {uid}, "
+                                  f"UID in object meta: {old['metadata']['uid']}")
+
+    def update(self, obj: dict[str, Any], *, dry_run: bool = False, field_validation: str | None = None,
+               warnings: list[str] | None = None) -> dict[str, Any]:
+        return self._update(clone(obj), None, dry_run, field_validation, warnings)
+
+    def update_status(self, obj: dict[str, Any], *, dry_run: bool = False,
+                      warnings: list[str] | None = None) -> dict[str, Any]:
+        return self._update(clone(obj), "status", dry_run, None, warnings)
+
+    def _update(self, obj: dict[str, Any], subresource: str | None, dry_run: bool, field_validation: str | None,
+                warnings: list[str] | None) -> dict[str, Any]:
+        rtype = self.rtype(obj.get("apiVersion", ""), obj.get("kind", ""))
+        meta = _meta(obj)
+        if subresource == "status" and "status" not in rtype.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        with self._lock:
+            ns = self._ns(rtype, meta.get("namespace"))
+            name = meta.get("name") or ""
+            old = self._existing(rtype, ns, name)
+            self._check_preconditions(rtype, old, meta)
+            old_meta = old["metadata"]
+            if subresource == "status":
+                new = dict(old)
+                if "status" in obj:
+                    new["status"] = obj["status"]
+                else:
+                    new.pop("status", None)
+                new["metadata"] = dict(old_meta)
+            else:
+                new = obj
+                if "status" in rtype.subresources and rtype.kind != "Namespace":
+                    if "status" in old:
+                        new["status"] = old["status"]
+                    else:
+                        new.pop("status", None)
+                fixed = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                         "generation", "namespace", "name")
+                new_meta = {k: v for k, v in meta.items() if k not in fixed}
+                for k in fixed:
+                    if k in old_meta:
+                        new_meta[k] = old_meta[k]
+                new["metadata"] = new_meta
+                if old_meta.get("deletionTimestamp"):
+                    added = set(new_meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
+                    if added:
+                        raise errors.invalid(rtype.kind, rtype.group, name, [errors.field_forbidden(
+                            "metadata.finalizers", "no new finalizers can be added if the object is being "
+                                                   "deleted, found new finalizers " + json.dumps(sorted(added)))])
+                self._admit("UPDATE", rtype, new, old, field_validation, warnings)
+            new["apiVersion"] = old["apiVersion"]
+            new["kind"] = rtype.kind
+            new_meta = new["metadata"]
+            new_meta["resourceVersion"] = old_meta["resourceVersion"]
+            if _content(new) != _content(old):
+                new_meta["generation"] = int(old_meta.get("generation") or 1) + 1
+            if new == old:
+                return self._present(old, rtype)
+            if dry_run:
+                return self._present(new, rtype)
+            new_meta["resourceVersion"] = str(self._next_rv())
+            storage = self._storage_type(rtype)
+            self._put(storage, new, "MODIFIED", old)
+            if rtype.group_kind == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+                self._register_crd(new)
+            if new_meta.get("deletionTimestamp"):
+                self._collect_garbage()
+            current = self._objects.get(rtype.group_kind, {}).get((ns, name))
+            return self._present(current if current is not None else new, rtype)
+
+    def patch(self, api_version: str, kind: str, namespace: str | None, name: str, patch: Any,
+              patch_type: str = "merge", subresource: str | None = None, *, dry_run: bool = False,
+              field_validation: str | None = None, warnings: list[str] | None = None) -> dict[str, Any]:
+        from tau_testing.sim.patch import json_patch, merge_patch, strategic_merge_patch
+
+        rtype = self.rtype(api_version, kind)
+        with self._lock:
+            current = self._present(self._existing(rtype, self._ns(rtype, namespace), name), rtype)
+            if patch_type == "merge":
+                result = merge_patch(current, patch)
+            elif patch_type == "strategic":
+                if rtype.custom:
+                    raise ApiError(415, "UnsupportedMediaType",
+                                   "the body of the request was in an unknown format - accepted media types "
+                                   "include: application/json-patch+json, application/merge-patch+json, "
+                                   "application/apply-patch+yaml")
+                result = strategic_merge_patch(current, patch)
+            elif patch_type == "json":
+                result = json_patch(current, patch)
+            else:
+                raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {patch_type!r}")
+            if not isinstance(result, dict):
+                raise errors.bad_request("the patch did not produce an object")
+            result["apiVersion"] = current["apiVersion"]
+            result["kind"] = current["kind"]
+            rmeta = _meta(result)
+            rmeta["name"] = name
+            if rtype.namespaced:
+                rmeta["namespace"] = current["metadata"]["namespace"]
+            patch_rv = None
+            if isinstance(patch, dict):
+                patch_rv = (patch.get("metadata") or {}).get("resourceVersion")
+            if not patch_rv:
+                rmeta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if subresource == "status":
+                return self._update(result, "status", dry_run, None, warnings)
+            return self._update(result, None, dry_run, field_validation, warnings)
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str,
+               propagation: str | None = "Background", preconditions: dict[str, Any] | None = None, *,
+               dry_run: bool = False) -> dict[str, Any] | None:
+        """Delete an object. Returns the final object when it is gone, or the object marked for deletion
+        (``deletionTimestamp`` set) while finalizers still hold it."""
+        rtype = self.rtype(api_version, kind)
+        propagation = propagation or "Background"
+        if propagation not in ("Background", "Foreground", "Orphan"):
+            raise errors.bad_request(f'propagationPolicy "{propagation}" is not supported: supported values: '
+                                     f'"Background", "Foreground", "Orphan"')
+        with self._lock:
+            ns = self._ns(rtype, namespace)
+            old = self._existing(rtype, ns, name)
+            self._check_preconditions(rtype, old, preconditions or {})
+            if dry_run:
+                return self._present(old, rtype)
+            meta = old["metadata"]
+            finalizers = list(meta.get("finalizers") or [])
+            has_dependents = bool(self._dependents.get(meta["uid"]))
+            if propagation == "Foreground" and has_dependents and "foregroundDeletion" not in finalizers:
+                finalizers.append("foregroundDeletion")
+            if propagation == "Orphan" and has_dependents and "orphan" not in finalizers:
+                finalizers.append("orphan")
+            is_namespace = rtype.group_kind == ("", "Namespace")
+            if finalizers or is_namespace:
+                if meta.get("deletionTimestamp") and finalizers == list(meta.get("finalizers") or []):
+                    return self._present(old, rtype)
+                new = dict(old)
+                new["metadata"] = dict(meta, finalizers=finalizers, resourceVersion=str(self._next_rv()))
+                if not finalizers:
+                    new["metadata"].pop("finalizers")
+                new["metadata"].setdefault("deletionTimestamp", self._now())
+                new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+                if is_namespace:
+                    new["status"] = dict(new.get("status") or {}, phase="Terminating")
+                self._put(rtype, new, "MODIFIED", old)
+                self._collect_garbage()
+                current = self._objects.get(rtype.group_kind, {}).get((ns, name))
+                return self._present(current if current is not None else new, rtype)
+            final = self._remove(rtype.group, rtype.kind, ns, name)
+            self._collect_garbage()
+            return self._present(final, rtype) if final is not None else None
+
+    def delete_collection(self, api_version: str, kind: str, namespace: str | None = None,
+                          label_selector: str | None = None, field_selector: str | None = None,
+                          propagation: str | None = "Background", *, dry_run: bool = False) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        with self._lock:
+            for item in self.list(api_version, kind, namespace, label_selector, field_selector):
+                meta = item["metadata"]
+                try:
+                    deleted = self.delete(api_version, kind, meta.get("namespace"), meta["name"], propagation,
+                                          dry_run=dry_run)
+                except ApiError as exc:
+                    if exc.code == 404:
+                        continue
+                    raise
+                if deleted is not None:
+                    out.append(deleted)
+        return out
+
+    # -- garbage collection ----------------------------------------------------------------------------------
+
+    def _type_of(self, group: str, kind: str) -> ResourceType | None:
+        candidates = self.types.for_group_kind(group, kind)
+        for c in candidates:
+            if c.storage:
+                return c
+        return candidates[0] if candidates else None
+
+    def _set_finalizers(self, key: Key, finalizers: list[str]) -> None:
+        old = self._objects[(key[0], key[1])][(key[2], key[3])]
+        new = dict(old)
+        new["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
+        if finalizers:
+            new["metadata"]["finalizers"] = finalizers
+        else:
+            new["metadata"].pop("finalizers", None)
+        rtype = self._type_of(key[0], key[1])
+        assert rtype is not None
+        self._put(rtype, new, "MODIFIED", old)
+
+    def _collect_garbage(self) -> None:
+        """Run the garbage collector and the namespace controller until nothing changes."""
+        for _ in range(1000):
+            if not self._gc_round():
+                return
+
+    def _gc_round(self) -> bool:
+        changed = False
+        for (group, kind), bucket in list(self._objects.items()):
+            for (ns, name), obj in list(bucket.items()):
+                if (ns, name) not in bucket or bucket[(ns, name)] is not obj:
+                    continue
+                meta = obj["metadata"]
+                key = (group, kind, ns, name)
+                uid = meta["uid"]
+                if meta.get("ownerReferences") and not meta.get("deletionTimestamp"):
+                    owners = [r for r in meta["ownerReferences"] if r.get("uid") in self._by_uid]
+                    live = [r for r in owners if not self._being_deleted_foreground(r.get("uid", ""))]
+                    if not owners:
+                        self._gc_delete(key, "Background")
+                        changed = True
+                        continue
+                    if not live:
+                        self._gc_delete(key, "Foreground")
+                        changed = True
+                        continue
+                if not meta.get("deletionTimestamp"):
+                    continue
+                finalizers = list(meta.get("finalizers") or [])
+                if "orphan" in finalizers:
+                    for dep in list(self._dependents.get(uid, ())):
+                        self._drop_owner(dep, uid)
+                    finalizers.remove("orphan")
+                    self._set_finalizers(key, finalizers)
+                    changed = True
+                    continue
+                if "foregroundDeletion" in finalizers:
+                    if not self._dependents.get(uid):
+                        finalizers.remove("foregroundDeletion")
+                        self._set_finalizers(key, finalizers)
+                        changed = True
+                    continue
+                if (group, kind) == ("", "Namespace"):
+                    if self._empty_namespace(name):
+                        if not finalizers:
+                            self._remove(group, kind, ns, name)
+                            changed = True
+                    else:
+                        changed = self._drain_namespace(name) or changed
+                    continue
+                if not finalizers:
+                    self._remove(group, kind, ns, name)
+                    changed = True
+        return changed
+
+    def _being_deleted_foreground(self, uid: str) -> bool:
+        key = self._by_uid.get(uid)
+        if key is None:
+            return True
+        obj = self._objects.get((key[0], key[1]), {}).get((key[2], key[3]))
+        if obj is None:
+            return True
+        return "foregroundDeletion" in (obj["metadata"].get("finalizers") or [])
+
+    def _gc_delete(self, key: Key, propagation: str) -> None:
+        rtype = self._type_of(key[0], key[1])
+        if rtype is None:
+            return
+        self.delete(rtype.api_version, rtype.kind, key[2] or None, key[3], propagation)
+
+    def _drop_owner(self, key: Key, owner_uid: str) -> None:
+        old = self._objects.get((key[0], key[1]), {}).get((key[2], key[3]))
+        if old is None:
+            return
+        refs = [r for r in old["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
+        new = dict(old)
+        new["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
+        if refs:
+            new["metadata"]["ownerReferences"] = refs
+        else:
+            new["metadata"].pop("ownerReferences", None)
+        rtype = self._type_of(key[0], key[1])
+        assert rtype is not None
+        self._put(rtype, new, "MODIFIED", old)
+
+    def _empty_namespace(self, namespace: str) -> bool:
+        return not any(key[0] == namespace for bucket in self._objects.values() for key in bucket)
+
+    def _drain_namespace(self, namespace: str) -> bool:
+        changed = False
+        for (group, kind), bucket in list(self._objects.items()):
+            for (ns, name), obj in list(bucket.items()):
+                if ns != namespace or obj["metadata"].get("deletionTimestamp"):
+                    continue
+                self._gc_delete((group, kind, ns, name), "Background")
+                changed = True
+        return changed
+
+    # -- CRDs ------------------------------------------------------------------------------------------------
+
+    def _register_crd(self, crd: dict[str, Any]) -> None:
+        new_types = types_from_crd(crd)
+        if not new_types:
+            return
+        group, kind = new_types[0].group, new_types[0].kind
+        for existing in self.types.for_group_kind(group, kind):
+            if existing.version not in {t.version for t in new_types}:
+                self.types.remove_group_kind(group, kind)
+                break
+        for t in new_types:
+            self.types.add(t)
+        names = (crd.get("spec") or {}).get("names") or {}
+        status = {
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found", "lastTransitionTime": self._now()},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": self._now()},
+            ],
+            "acceptedNames": {k: v for k, v in names.items() if k != "listKind"} | {
+                "listKind": names.get("listKind") or names.get("kind", "") + "List"},
+            "storedVersions": [t.version for t in new_types if t.storage],
+        }
+        key = ("apiextensions.k8s.io", "CustomResourceDefinition", "", crd["metadata"]["name"])
+        old = self._objects.get((key[0], key[1]), {}).get(("", key[3]))
+        if old is not None and old.get("status") != status:
+            if (old.get("status") or {}).get("conditions"):
+                status["conditions"] = old["status"]["conditions"]
+                if old["status"] == status:
+                    return
+            new = dict(old, status=status)
+            new["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
+            rtype = self.types.by_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+            assert rtype is not None
+            self._put(rtype, new, "MODIFIED", old)
+
+    def _unregister_crd(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        group, kind = spec.get("group", ""), (spec.get("names") or {}).get("kind", "")
+        for (ns, name) in list(self._objects.get((group, kind), {})):
+            self._remove(group, kind, ns, name)
+        self._objects.pop((group, kind), None)
+        self.types.remove_group_kind(group, kind)
+
+    def load_crd(self, crd: dict[str, Any]) -> None:
+        """Install a CRD at start-up without copying it (the dict must not be mutated afterwards)."""
+        with self._lock:
+            rtype = self.types.by_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+            assert rtype is not None
+            name = crd["metadata"]["name"]
+            if ("", name) in self._bucket(rtype):
+                return
+            obj = dict(crd)
+            obj["metadata"] = dict(crd.get("metadata") or {}, uid=str(uuid.UUID(
+                int=self._random.getrandbits(128), version=4)), generation=1, creationTimestamp=self._now(),
+                resourceVersion=str(self._next_rv()))
+            self._put(rtype, obj, "ADDED", None)
+            self._register_crd(obj)
+
+    # -- watching --------------------------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callback) -> Callable[[], None]:
+        """Call ``callback(event_type, obj)`` after every committed change (ADDED, MODIFIED, DELETED)."""
+        return self._subscribe(callback, raw=False)
+
+    def _subscribe(self, callback: Callback, raw: bool) -> Callable[[], None]:
+        entry = (callback, raw)
+        with self._lock:
+            self._subscribers.append(entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if entry in self._subscribers:
+                    self._subscribers.remove(entry)
+
+        return unsubscribe
+
+    def watch(self, api_version: str, kind: str, resource_version: str | None, callback: Callback, *,
+              namespace: str | None = None, send_initial: bool = False) -> Callable[[], None]:
+        """Replay history after ``resource_version`` (or the current objects as ADDED when ``send_initial``),
+        then deliver live events for this kind. Objects are read-only snapshots. Raises 410 for expired
+        versions."""
+        rtype = self.rtype(api_version, kind)
+        group_kind = rtype.group_kind
+
+        def relevant(obj: dict[str, Any]) -> bool:
+            if (obj["apiVersion"].rpartition("/")[0], obj["kind"]) != group_kind:
+                return False
+            return not (namespace and rtype.namespaced and obj["metadata"].get("namespace") != namespace)
+
+        def deliver(event_type: str, obj: dict[str, Any]) -> None:
+            if relevant(obj):
+                callback(event_type, obj)
+
+        with self._lock:
+            if send_initial:
+                for key in sorted(self._objects.get(group_kind, {})):
+                    obj = self._objects[group_kind][key]
+                    if relevant(obj):
+                        callback("ADDED", obj)
+            elif resource_version not in (None, "", "0"):
+                try:
+                    since = int(resource_version)  # type: ignore[arg-type]
+                except ValueError as exc:
+                    raise errors.bad_request(f"invalid resource version {resource_version!r}") from exc
+                if since < self._floor:
+                    raise ApiError(410, "Expired", f"too old resource version: {since} ({self._floor + 1})")
+                for rv, event_type, obj in self._history:
+                    if rv > since and relevant(obj):
+                        callback(event_type, obj)
+            return self._subscribe(deliver, raw=True)
+
+    def compact(self) -> str:
+        """Forget the watch history, as etcd compaction does: older resourceVersions now answer 410 Gone."""
+        with self._lock:
+            self._history.clear()
+            self._floor = self._rv
+            return str(self._rv)
