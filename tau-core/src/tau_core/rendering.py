@@ -156,8 +156,7 @@ def render(request: RenderRequest, host: Host | None = None) -> list[dict[str, A
             hint="install tau-run (pip install tau-run), or check TAU_PLUGINS / TAU_DISABLE_PLUGINS",
         )
     renderer = registry[kind].load()
-    objects = renderer(request)
-    return [dict(obj) for obj in objects]
+    return detached(renderer(request))
 
 
 # -- small utilities ---------------------------------------------------------------------------
@@ -328,11 +327,13 @@ def profile_name(request: RenderRequest) -> str | None:
     return str(name) if name else None
 
 
-def queue_name(request: RenderRequest) -> str:
+def queue_name(request: RenderRequest, default: str | None = None) -> str:
+    """The Kueue LocalQueue: resolved context, ``policy.queue``, the profile's default, then ``default``."""
     queue = request.ctx("queue") or get(request.config, "policy.queue")
     if not queue:
         profile = workload_profile(request)
         queue = profile.get("defaultLocalQueue") if profile else None
+    queue = queue or default
     if not queue:
         raise ConfigError(
             f"render suspended {request.kind}: Kueue LocalQueue is required",
@@ -373,11 +374,11 @@ def priority_classes(request: RenderRequest) -> tuple[str | None, str | None]:
     return (str(workload) if workload else None, str(pod) if pod else None)
 
 
-def workload_labels(request: RenderRequest, *, workload_kind: str) -> dict[str, str]:
+def workload_labels(request: RenderRequest, *, workload_kind: str, default_queue: str | None = None) -> dict[str, str]:
     """Labels of the workload object (§3.1)."""
     cfg = request.config
     labels: dict[str, str] = {
-        keys.KUEUE_QUEUE_NAME: queue_name(request),
+        keys.KUEUE_QUEUE_NAME: queue_name(request, default_queue),
         keys.MANAGED_BY: keys.MANAGED_BY_VALUE,
         keys.RUN_ID: request.name,
         keys.WORKLOAD_KIND: workload_kind,
@@ -800,6 +801,11 @@ def script_payload_digest(data: bytes) -> dict[str, str]:
 
 def source_payload_digest(image: str, path: str, entrypoint: str) -> dict[str, str]:
     return {keys.PAYLOAD_DIGEST: sha256_hex(f"{image}\n{path}\n{entrypoint}")}
+
+
+def detached(objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Independent plain copies (no shared sub-objects, so YAML has no anchors and edits stay local)."""
+    return [json.loads(json.dumps(obj)) for obj in objects]
 
 
 def b64(data: bytes) -> str:

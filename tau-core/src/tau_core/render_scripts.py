@@ -1,0 +1,336 @@
+"""Shell wrappers and sidecars shared by the workload renderers.
+
+A workload's main command is composed as one ``bash`` script so that the wrappers nest in a
+fixed order (outermost last): storage preflight -> profiler -> staged publication ->
+checkpoint artifact index -> metrics offload.  Everything here is deterministic text.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from tau_core import keys
+from tau_core.errors import ConfigError
+from tau_core.rendering import (
+    RenderRequest,
+    canonical_json,
+    derived_id,
+    experiment_identity,
+    get,
+    hardened_container_security,
+    require_pinned,
+    resolved_output,
+)
+
+METRICS_RUNTIME_DIR = "/var/run/tau"
+METRICS_READY_FILE = "/var/run/tau/metrics-ready"
+METRICS_DONE_FILE = "/var/run/tau/metrics-done"
+METRICS_COMPLETION_FILE = "/var/run/tau/metrics-completion.json"
+METRICS_WAIT_SECONDS = 120
+METRICS_CONTAINER = "metrics-offload"
+METRICS_VOLUME = "tau-metrics-runtime"
+STAGING_ROOT = "/mnt/tau-output"
+PUBLICATION_DIR = ".tau-artifacts"
+PUBLICATION_MARKER = ".tau-artifacts-complete"
+
+
+def q(text: str) -> str:
+    return shlex.quote(text)
+
+
+@dataclass
+class Wrappers:
+    """What to wrap around the core command, and the values the wrappers need."""
+
+    preflight: bool = False
+    output: str | None = None
+    staging_dir: str | None = None
+    publication_id: str | None = None
+    checkpoint: str | None = None
+    metrics: bool = False
+    profiler_prefix: list[str] = field(default_factory=list)
+    #: Written with ``{"exit_code": N}`` whenever the script exits (Ray driver log offload).
+    completion_file: str | None = None
+
+
+def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
+    """One bash script: prelude lines, then ``core`` run inside the wrappers."""
+    lines: list[str] = ["set -euo pipefail"]
+    if wrappers.completion_file:
+        done = q(wrappers.completion_file)
+        lines.append(f"trap 'tau_ec=$?; printf \"{{\\\"exit_code\\\":%s}}\\n\" \"$tau_ec\" > {done} || true; exit \"$tau_ec\"' EXIT")
+    if wrappers.preflight:
+        lines += [
+            "if [ ! -d /data ] || [ ! -w /data ]; then",
+            "  echo 'tau: durable storage /data is not mounted writable in this pod' >&2; exit 1",
+            "fi",
+        ]
+    if wrappers.metrics:
+        lines += [
+            _wait_file(METRICS_READY_FILE),
+            f"  echo 'tau: metrics offload sidecar did not become ready within {METRICS_WAIT_SECONDS}s' >&2; exit 124",
+            "fi",
+        ]
+    lines += list(prelude)
+    if wrappers.staging_dir:
+        lines.append(f"mkdir -p {q(wrappers.staging_dir)}")
+    core_line = core
+    if wrappers.profiler_prefix:
+        core_line = " ".join(q(a) for a in wrappers.profiler_prefix) + " " + core
+    lines += ["tau_rc=0", f"{core_line} || tau_rc=$?"]
+    if wrappers.output and wrappers.staging_dir and wrappers.publication_id:
+        lines += ['if [ "$tau_rc" -eq 0 ]; then', *("  " + ln for ln in _publish_lines(wrappers)), "fi"]
+    if wrappers.checkpoint and wrappers.output:
+        lines += ['if [ "$tau_rc" -eq 0 ]; then', *("  " + ln for ln in _index_lines(wrappers)), "fi"]
+    if wrappers.metrics:
+        lines += [
+            'if [ "$tau_rc" -eq 0 ]; then tau_state=succeeded; else tau_state=failed; fi',
+            "printf '{\"state\":\"%s\",\"reason\":\"exit-code\",\"message\":\"exit code %s\",\"completed_at\":\"%s\"}\\n' "
+            f'"$tau_state" "$tau_rc" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > {q(METRICS_COMPLETION_FILE)}.tmp',
+            f"mv -f {q(METRICS_COMPLETION_FILE)}.tmp {q(METRICS_COMPLETION_FILE)}",
+            _wait_file(METRICS_DONE_FILE),
+            f"  echo 'tau: metrics offload sidecar did not finish within {METRICS_WAIT_SECONDS}s' >&2; exit 125",
+            "fi",
+        ]
+    lines.append('exit "$tau_rc"')
+    return "\n".join(lines) + "\n"
+
+
+def _wait_file(path: str) -> str:
+    return (f"tau_i=0; while [ ! -e {q(path)} ] && [ \"$tau_i\" -lt {METRICS_WAIT_SECONDS * 2} ]; "
+            f"do sleep 0.5; tau_i=$((tau_i+1)); done\nif [ ! -e {q(path)} ]; then")
+
+
+def _publish_lines(w: Wrappers) -> list[str]:
+    dest = f"{w.output}/{PUBLICATION_DIR}/{w.publication_id}"
+    return [
+        f"tau_stage={q(w.staging_dir or '')}; tau_dest={q(dest)}",
+        'mkdir -p "$tau_dest"',
+        'for tau_f in "$tau_stage"/* "$tau_stage"/.[!.]* "$tau_stage"/..?*; do',
+        '  [ -e "$tau_f" ] || [ -L "$tau_f" ] || continue',
+        '  tau_n=$(basename "$tau_f")',
+        f'  case "$tau_n" in {PUBLICATION_MARKER}|{PUBLICATION_DIR}) '
+        "echo \"tau: staged output uses the reserved name $tau_n\" >&2; exit 126;; esac",
+        '  if [ -L "$tau_f" ] || [ ! -f "$tau_f" ]; then',
+        "    echo \"tau: staged entry $tau_n is not a regular file; publish directories with an application-owned "
+        "durable protocol\" >&2; exit 126",
+        "  fi",
+        '  tau_sum=$(sha256sum -- "$tau_f" | cut -d" " -f1)',
+        '  if [ -e "$tau_dest/$tau_n" ]; then',
+        '    [ "$(sha256sum -- "$tau_dest/$tau_n" | cut -d" " -f1)" = "$tau_sum" ] && continue',
+        "    echo \"tau: refusing to overwrite non-matching durable artifact $tau_n\" >&2; exit 126",
+        "  fi",
+        '  tau_tmp="$tau_dest/.tau-publish-$tau_n.$$"',
+        '  cp -a -- "$tau_f" "$tau_tmp"',
+        '  [ "$(sha256sum -- "$tau_tmp" | cut -d" " -f1)" = "$tau_sum" ] '
+        '|| { echo "tau: digest mismatch while publishing $tau_n" >&2; exit 126; }',
+        '  mv -n -- "$tau_tmp" "$tau_dest/$tau_n"',
+        '  [ "$(sha256sum -- "$tau_dest/$tau_n" | cut -d" " -f1)" = "$tau_sum" ] '
+        '|| { echo "tau: concurrent writer changed $tau_n" >&2; exit 126; }',
+        "done",
+        f"printf 'complete %s\\n' {q(w.publication_id or '')} > \"$tau_dest/{PUBLICATION_MARKER}.tmp\"",
+        f'mv -f "$tau_dest/{PUBLICATION_MARKER}.tmp" "$tau_dest/{PUBLICATION_MARKER}"',
+    ]
+
+
+def _index_lines(w: Wrappers) -> list[str]:
+    out = w.output or ""
+    target = f"{out}/{w.checkpoint}"
+    index = f"{out}/.tau/checkpoint-artifact.json"
+    doc = canonical_json({"checkpoint": w.checkpoint, "path": target})
+    return [
+        f"if [ ! -e {q(target)} ]; then echo {q('tau: storage.checkpoint ' + str(w.checkpoint) + ' was not written under ' + out)} >&2; exit 1; fi",
+        f"mkdir -p {q(out + '/.tau')}",
+        f"printf '%s\\n' {q(doc)} > {q(index)}.tmp && mv -f {q(index)}.tmp {q(index)}",
+    ]
+
+
+# -- staged publication and checkpoint -------------------------------------------------------
+
+
+def staged_publication(request: RenderRequest, output: str | None) -> tuple[str, str] | None:
+    """(staging dir, publication id) when ``storage.publish: staged``; validates the paths."""
+    if get(request.config, "storage.publish") != "staged":
+        return None
+    if not output or not (output == "/data" or output.startswith("/data/")):
+        raise ConfigError("staged artifact publication requires storage.output under /data",
+                          hint="set storage.output to a directory under /data on a writable PVC")
+    publication = request.ctx("artifact_publication_id") or derived_id("publication", request.name, request.submission_id)
+    return f"{STAGING_ROOT}/{request.name}", str(publication)
+
+
+def checkpoint_artifact(request: RenderRequest, output: str | None) -> str | None:
+    ckpt = get(request.config, "storage.checkpoint")
+    if not ckpt:
+        return None
+    text = str(ckpt)
+    parts = text.split("/")
+    if text != text.strip() or text.startswith("/") or "\\" in text or any(p in ("", ".", "..") for p in parts):
+        raise ConfigError(
+            f"storage.checkpoint: must be a relative path inside the run's checkpoint dir, without '.' or '..' segments (got {text!r})",
+            hint="name a file or directory relative to storage.output, for example best/model.safetensors",
+        )
+    if not output:
+        raise ConfigError("storage.checkpoint requires a writable durable PVC output",
+                          hint="set storage.data_pvc (and optionally storage.output)")
+    return text
+
+
+# -- metrics offload sidecar --------------------------------------------------------------------
+
+
+@dataclass
+class MetricsOffload:
+    container: dict[str, Any]
+    session_id: str
+    annotations: dict[str, str]
+
+
+def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffload | None:
+    """The ``metrics-offload`` sidecar when ``metrics.offload.enabled`` (decision 7: image from env)."""
+    cfg = request.config
+    if not get(cfg, "metrics.offload.enabled"):
+        return None
+    history = [str(h) for h in get(cfg, "metrics.history", []) or []]
+    if not history:
+        raise ConfigError("metrics.offload.enabled requires at least one metrics.history path",
+                          hint="list the JSONL history globs your trainer writes, relative to storage.output")
+    project, experiment, group = experiment_identity(cfg)
+    if not project or not experiment:
+        raise ConfigError("metrics.offload.enabled requires experiment.project and experiment.name",
+                          hint="set experiment.project and experiment.name (or experiment.group)")
+    output = resolved_output(request)
+    if not output or not pvc_mounted or not output.startswith("/data"):
+        raise ConfigError("metrics.offload.enabled requires storage.output on a writable PVC under /data",
+                          hint="set storage.data_pvc and storage.output")
+    image = request.env.get("TAU_METRICS_OFFLOAD_IMAGE", "")
+    if not image:
+        raise ConfigError("metrics.offload.enabled requires TAU_METRICS_OFFLOAD_IMAGE",
+                          hint="export TAU_METRICS_OFFLOAD_IMAGE=<taugrid-portal image>@sha256:<digest>")
+    require_pinned(image, "TAU_METRICS_OFFLOAD_IMAGE")
+    session = str(request.ctx("metrics_session_id") or derived_id("metrics", request.name, request.submission_id))
+    out = request.env.get("TAU_METRICS_OFFLOAD_OUT") or f"{output}/.tau/metrics/{session}/offload"
+    store = f"{METRICS_RUNTIME_DIR}/metrics/{session}/expstore"
+    args = ["experiment", "--store", store, "offload", "metrics", "--watch",
+            "--run", request.name, "--project", project, "--experiment", experiment]
+    if group:
+        args += ["--group", group]
+    args += [
+        "--source", request.env.get("TAU_METRICS_OFFLOAD_SOURCE") or "stellar-online",
+        "--out", out,
+        "--completion-file", METRICS_COMPLETION_FILE,
+        "--interval", request.env.get("TAU_METRICS_OFFLOAD_INTERVAL") or "10s",
+        "--baseline-existing-history",
+        "--ready-file", METRICS_READY_FILE,
+        "--done-file", METRICS_DONE_FILE,
+    ]
+    for h in history:
+        args += ["--history", h if h.startswith("/") else str(PurePosixPath(output) / h)]
+    workspace = request.ctx("workspace") or get(cfg, "policy.workspace")
+    if workspace:
+        args += ["--tag", f"workspace={workspace}"]
+    endpoint = request.env.get("TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT")
+    if endpoint:
+        args += ["--remote-write-endpoint", endpoint]
+    args += ["--status-artifact-uri", f"file://{output}"]
+    container: dict[str, Any] = {
+        "name": METRICS_CONTAINER,
+        "image": image,
+        "command": ["taugrid-portal"],
+        "args": args,
+        "env": [{"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                {"name": "TAU_EXP_STORE", "value": store}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
+        "securityContext": hardened_container_security(),
+        "volumeMounts": [{"name": METRICS_VOLUME, "mountPath": METRICS_RUNTIME_DIR},
+                         {"name": "data", "mountPath": "/data"}],
+    }
+    annotations = {keys.EXPERIMENT_SOURCE: "stellar", keys.METRICS_SESSION_ID: session}
+    return MetricsOffload(container, session, annotations)
+
+
+def metrics_runtime_volume() -> dict[str, Any]:
+    return {"name": METRICS_VOLUME, "emptyDir": {}}
+
+
+def metrics_runtime_mount() -> dict[str, Any]:
+    return {"name": METRICS_VOLUME, "mountPath": METRICS_RUNTIME_DIR}
+
+
+# -- profiler ---------------------------------------------------------------------------------------
+
+
+def parse_duration_seconds(value: str, field_name: str) -> int:
+    import re
+
+    total = 0.0
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    matches = re.findall(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)", value)
+    if not matches or "".join(a + b for a, b in matches) != value:
+        raise ConfigError(f'invalid duration "{value}" for {field_name}', hint="use Go duration syntax such as 30s or 2m")
+    for amount, unit in matches:
+        total += float(amount) * units[unit]
+    return int(total)
+
+
+def profiler_setup(request: RenderRequest, output: str | None) -> tuple[list[dict[str, str]], list[str], dict[str, str]]:
+    """(env, command prefix, annotations) for ``profiler.mode`` nsys/ncu."""
+    cfg = request.config
+    mode = get(cfg, "profiler.mode")
+    if not mode:
+        return [], [], {}
+    if mode not in ("nsys", "ncu"):
+        raise ConfigError(f'profiler "{mode}": must be nsys|ncu', hint="set profiler.mode to nsys or ncu")
+    if not output:
+        raise ConfigError(
+            "profiler requires durable PVC output; configure storage.data_pvc, storage.volumes/mounts, "
+            "or profile spec.resources.persistence",
+            hint="set storage.data_pvc",
+        )
+    rank = str(get(cfg, "profiler.rank", "0") or "0")
+    ext = "nsys-rep" if mode == "nsys" else "ncu-rep"
+    out_dir = f"{output}/profile"
+    env = [
+        {"name": "TAU_PROFILE_MODE", "value": mode},
+        {"name": "TAU_PROFILE_TOOL", "value": mode},
+        {"name": "TAU_PROFILE_RANK", "value": rank},
+        {"name": "TAU_PROFILE_OUT_DIR", "value": out_dir},
+        {"name": "TAU_PROFILE_RUN_ID", "value": request.name},
+        {"name": "TAU_PROFILE_NAMESPACE", "value": str(request.ctx("namespace") or get(cfg, "policy.namespace") or "")},
+        {"name": "TAU_PROFILE_EXT", "value": ext},
+    ]
+    annotations = {keys.PROFILE_MODE: mode, keys.PROFILE_PATH: out_dir, keys.PROFILE_RANK: rank}
+    prefix: list[str]
+    if mode == "nsys":
+        warmup = parse_duration_seconds(str(get(cfg, "profiler.warmup", "0s") or "0s"), "profiler.warmup")
+        duration = parse_duration_seconds(str(get(cfg, "profiler.duration", "2m") or "2m"), "profiler.duration")
+        env += [{"name": "TAU_PROFILE_WARMUP_SEC", "value": str(warmup)},
+                {"name": "TAU_PROFILE_ACTIVE_SEC", "value": str(duration)}]
+        annotations[keys.PROFILE_WARMUP] = f"{warmup}s"
+        annotations[keys.PROFILE_DURATION] = f"{duration}s"
+        target = f"{out_dir}/rank-{rank}" if rank != "all" else f"{out_dir}/rank-%q{{RANK}}"
+        prefix = ["nsys", "profile", "--force-overwrite=true", f"--delay={warmup}", f"--duration={duration}",
+                  f"--output={target}"]
+    else:
+        for fld in ("warmup", "duration"):
+            if get(cfg, f"profiler.{fld}"):
+                raise ConfigError(f"profiler.{fld} currently applies only to profiler.mode=nsys",
+                                  hint=f"remove profiler.{fld} or use profiler.mode: nsys")
+        target = f"{out_dir}/rank-{rank}" if rank != "all" else f"{out_dir}/rank-%p"
+        prefix = ["ncu", "--force-overwrite", f"--export={target}"]
+    if rank == "all":
+        env.append({"name": "TAU_PROFILE_OUT_PATTERN", "value": f"{out_dir}/rank-{{rank}}.{ext}"})
+    else:
+        env.append({"name": "TAU_PROFILE_OUT", "value": f"{out_dir}/rank-{rank}.{ext}"})
+    pvc = get(cfg, "storage.data_pvc") or get(cfg, "storage.result_pvc")
+    if pvc:
+        annotations[keys.PROFILE_PVC] = str(pvc)
+    return env, prefix, annotations
+
+
+def env_list(mapping: Mapping[str, Any]) -> list[dict[str, str]]:
+    return [{"name": k, "value": str(v)} for k, v in mapping.items()]

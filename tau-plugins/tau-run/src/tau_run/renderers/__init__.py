@@ -1,0 +1,1 @@
+"""Workload renderers registered through ``tau_register_renderers``: ``Job`` and ``RayJob``."""

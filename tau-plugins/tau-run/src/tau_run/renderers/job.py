@@ -1,0 +1,410 @@
+"""The ``batch/v1`` Job renderer (engine ``job``), including multi-node torchrun.
+
+A single-pod Job is one document.  ``execution.nodes > 1`` renders an Indexed Job plus the
+headless Service ``<name>-headless`` that torchrun's c10d rendezvous resolves.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+from tau_core import keys
+from tau_core import render_scripts as rs
+from tau_core import rendering as r
+from tau_core.errors import ConfigError
+from tau_run.renderers._common import entrypoint_of, explicit, image_of, local_file, resources
+
+SOURCE_DIR = "/tau/source"
+TORCHRUN_PORT = 29500
+SHM_SIZE = "16Gi"
+RESERVED_ASSET_PATHS = ("/data", "/mnt", "/script", "/manifest", "/tmp", "/dev/shm", "/var/run/tau", "/tau/source")
+
+
+def render_job(request: r.RenderRequest) -> list[dict[str, Any]]:
+    """Render the Job (and, for multi-node torchrun, its headless Service)."""
+    return r.detached(_JobRenderer(request).render())
+
+
+class _JobRenderer:
+    def __init__(self, request: r.RenderRequest) -> None:
+        self.req = request
+        self.cfg = request.config
+        self.name = request.name
+        self.profile = r.workload_profile(request) or {}
+
+    # -- cardinality ------------------------------------------------------------------------
+    def _gpus(self) -> int:
+        gpus = r.get(self.cfg, "compute.gpus")
+        if gpus is None:
+            gpus = self.profile.get("gpusPerWorker")
+        if gpus is None:
+            raise ConfigError(
+                f"engine=job run {self.name} has no resolved GPU cardinality",
+                hint="select a ready TauCluster workload profile or set compute.gpus (0 for a CPU Job)",
+            )
+        return int(gpus)
+
+    def _nodes(self) -> int:
+        nodes = r.get(self.cfg, "execution.nodes")
+        if nodes is None:
+            nodes = self.profile.get("workerCount", 1)
+        return max(1, int(nodes))
+
+    # -- render -------------------------------------------------------------------------------
+    def render(self) -> list[dict[str, Any]]:
+        cfg, req, name = self.cfg, self.req, self.name
+        ns = r.namespace(req)
+        image = image_of(cfg)
+        if not image:
+            raise ConfigError(
+                f'no image: profile "{r.profile_name(req) or "none"}" declares no runtime image and runtime.image is not set',
+                hint="set runtime.image (pin it by digest for reproducible runs)",
+            )
+        gpus = self._gpus()
+        nodes = self._nodes()
+        launcher = str(r.get(cfg, "execution.launcher") or "python")
+        nproc = int(r.get(cfg, "execution.processes_per_node") or 1)
+        multi = nodes > 1
+        if multi:
+            if launcher != "torchrun":
+                raise ConfigError("execution.nodes > 1 requires execution.launcher: torchrun",
+                                  hint="set execution.launcher: torchrun or use engine: rayjob")
+            if len(name) + len("-headless") > 63:
+                raise ConfigError(f'run name "{name}" is too long for a multi-node Job (name plus "-headless" must fit 63 characters)',
+                                  hint="choose a shorter run name")
+        user_names = list((r.get(cfg, "runtime.env", {}) or {}).keys()) + list((r.get(cfg, "runtime.env_secret", {}) or {}).keys())
+        r.check_reserved_env({k: "" for k in user_names},
+                             allow_nccl=bool(r.get(cfg, "execution.allow_nccl_override")),
+                             extra=("JOB_COMPLETION_INDEX",) if multi else ())
+
+        pvc = r.result_pvc(req)
+        output = r.resolved_output(req)
+        volumes: list[dict[str, Any]] = []
+        mounts: list[dict[str, Any]] = []
+        init: list[dict[str, Any]] = []
+        env: list[dict[str, Any]] = []
+        ann_extra: dict[str, str | None] = {}
+        payload: dict[str, str] = {}
+
+        durable = pvc is not None
+        if durable:
+            volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": pvc}})
+            mounts.append({"name": "data", "mountPath": "/data"})
+            volumes.append({"name": "tau-hot", "emptyDir": {}})
+            mounts.append({"name": "tau-hot", "mountPath": "/mnt"})
+        self._extra_volumes(volumes, mounts, pvc)
+        if launcher == "torchrun" and (nproc > 1 or multi):
+            volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}})
+            mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+        self._image_assets(init, volumes, mounts)
+
+        profile = r.profile_name(req)
+        if profile:
+            env.append({"name": "TAU_PROFILE", "value": profile})
+        if durable:
+            env += rs.env_list({
+                "TAU_DATA_DIR": "/data", "TAU_HOT_DIR": "/mnt", "TAU_DATASETS_DIR": "/mnt/datasets",
+                "TAU_CHECKPOINTS_DIR": "/mnt/checkpoints", "TAU_DURABLE_DATASETS_DIR": "/data/datasets",
+                "TAU_DURABLE_CHECKPOINTS_DIR": "/data/checkpoints",
+            })
+        if output:
+            env.append({"name": "TAU_OUTPUT_DIR", "value": output})
+
+        # -- command --------------------------------------------------------------------------
+        entry = entrypoint_of(cfg)
+        source = r.get(cfg, "run.source") or {}
+        prelude: list[str] = []
+        core: str | None = None
+        flags = r.config_flags(r.get(cfg, "execution.configs"))
+        if source and source.get("image"):
+            core, source_payload = self._source(init, volumes, mounts, entry, launcher, nproc, nodes, flags)
+            payload.update(source_payload)
+        elif entry:
+            data = local_file(req, entry, "entrypoint").read_bytes()
+            payload.update(r.script_payload_digest(data))
+            env += [{"name": "TAU_SCRIPT_B64", "value": r.b64(data)},
+                    {"name": "TAU_SCRIPT_SRC", "value": PurePosixPath(entry).name}]
+            target, python = self._script_kind(entry, data, launcher)
+            prelude.append(f'printf %s "$TAU_SCRIPT_B64" | base64 -d > {target}')
+            if not python:
+                prelude.append(f"chmod +x {target}")
+            core = self._launch(target, python, launcher, nproc, nodes, flags)
+        if launcher == "torchrun":
+            env += self._torchrun_env(nproc, multi)
+
+        # -- wrappers -------------------------------------------------------------------------
+        wrappers = rs.Wrappers(preflight=durable, output=output)
+        prof_env, prof_prefix, prof_ann = rs.profiler_setup(req, output if durable else None)
+        if prof_prefix and launcher == "torchrun":
+            raise ConfigError("profiler is incompatible with execution.launcher: torchrun",
+                              hint="profile a python-launcher run, or remove profiler")
+        env += prof_env
+        wrappers.profiler_prefix = prof_prefix
+        ann_extra.update(prof_ann)
+        staged = rs.staged_publication(req, output if durable else None)
+        if staged:
+            if multi:
+                raise ConfigError("storage.publish: staged requires a single Job pod", hint="remove execution.nodes or storage.publish")
+            wrappers.staging_dir, wrappers.publication_id = staged
+            env.append({"name": "TAU_OUTPUT_STAGING_DIR", "value": staged[0]})
+            ann_extra[keys.ARTIFACT_PUBLICATION] = "staged"
+            ann_extra[keys.ARTIFACT_PUBLICATION_ID] = staged[1]
+        ckpt = rs.checkpoint_artifact(req, output if durable else None)
+        if ckpt and output:
+            wrappers.checkpoint = ckpt
+            ann_extra[keys.CHECKPOINT_ARTIFACT] = f"{output}/{ckpt}"
+        metrics = rs.metrics_offload(req, pvc_mounted=durable)
+        if metrics:
+            if multi:
+                raise ConfigError("metrics.offload.enabled requires a single Job pod", hint="remove execution.nodes or metrics.offload")
+            if not entry:
+                raise ConfigError("metrics.offload.enabled requires run.entrypoint", hint="set entrypoint: to your training script")
+            wrappers.metrics = True
+            ann_extra.update(metrics.annotations)
+            volumes.append(rs.metrics_runtime_volume())
+            mounts.append(rs.metrics_runtime_mount())
+        if core is None and (staged or ckpt or prof_prefix):
+            raise ConfigError("storage.publish, storage.checkpoint and profiler need a command to wrap",
+                              hint="set entrypoint: to your script")
+        env += r.retry_env(req)
+        env = r.merge_env(r.user_env(req), env)
+        r.check_env_limits(env)
+
+        main: dict[str, Any] = {"name": "main", "image": image}
+        if core is not None:
+            main["command"] = ["bash", "-c", rs.compose(prelude, core, wrappers)]
+        if env:
+            main["env"] = env
+        res_req = {"cpu": r.get(cfg, "compute.cpu_request"), "memory": r.get(cfg, "compute.memory_request")}
+        res_lim = {"cpu": r.get(cfg, "compute.cpu_limit"), "memory": r.get(cfg, "compute.memory_limit")}
+        if gpus > 0:
+            res_req[keys.NVIDIA_GPU] = str(gpus)
+            res_lim[keys.NVIDIA_GPU] = str(gpus)
+        res = resources(res_req, res_lim, limit_follows_request=False)
+        if res:
+            main["resources"] = res
+        if mounts:
+            main["volumeMounts"] = mounts
+        working_dir = r.get(cfg, "runtime.working_dir")
+        if working_dir:
+            main["workingDir"] = str(working_dir)
+        elif source and source.get("image"):
+            main["workingDir"] = SOURCE_DIR
+        elif durable:
+            main["workingDir"] = "/data"
+
+        containers = [main]
+        if metrics:
+            containers.append(metrics.container)
+
+        # -- metadata -------------------------------------------------------------------------
+        execution = None
+        if launcher == "torchrun":
+            execution = {"launcher": "torchrun", "nodes": nodes, "processes_per_node": nproc}
+        labels = r.workload_labels(req, workload_kind="job")
+        annotations = r.workload_annotations(req, image=image, gpu_count=gpus, payload=payload,
+                                             execution=execution, extra=ann_extra)
+        topology = r.topology_annotations(r.resolved_topology(req))
+        pod_labels = {k: v for k, v in labels.items() if not k.startswith("kueue.x-k8s.io/")}
+        if req.ctx("workload_identity") and req.ctx("service_account") and not r.is_placeholder(req.ctx("service_account")):
+            pod_labels[keys.WORKLOAD_IDENTITY_USE] = "true"
+        pod_annotations = dict(sorted({**r.pod_correlation_annotations(annotations), **topology}.items()))
+
+        selector, tolerations = r.node_selector(req, gpus)
+        if r.get(cfg, "policy.clear_node_selector"):
+            selector = r._selector_map(r.get(cfg, "policy.node_selector"))
+        _, pod_priority = r.priority_classes(req)
+
+        pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 600}
+        sa = req.ctx("service_account")
+        if sa:
+            pod_spec["serviceAccountName"] = str(sa)
+        if pod_priority:
+            pod_spec["priorityClassName"] = pod_priority
+        if selector:
+            pod_spec["nodeSelector"] = selector
+        if tolerations:
+            pod_spec["tolerations"] = tolerations
+        if multi:
+            pod_spec["subdomain"] = f"{name}-headless"
+        if init:
+            pod_spec["initContainers"] = init
+        pod_spec["containers"] = containers
+        if volumes:
+            pod_spec["volumes"] = volumes
+        if r.restricted_mode(cfg):
+            r.apply_restricted(pod_spec, owner=f'Job "{name}"')
+
+        spec: dict[str, Any] = {"suspend": True, "backoffLimit": 0, "ttlSecondsAfterFinished": r.ttl_seconds(cfg, "Job")}
+        deadline = self.profile.get("activeDeadlineSeconds")
+        if deadline:
+            spec["activeDeadlineSeconds"] = int(deadline)
+        if multi:
+            spec.update({"completionMode": "Indexed", "completions": nodes, "parallelism": nodes})
+        spec["template"] = {"metadata": {"labels": dict(sorted(pod_labels.items())), "annotations": pod_annotations},
+                            "spec": pod_spec}
+        if not pod_annotations:
+            del spec["template"]["metadata"]["annotations"]
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations},
+            "spec": spec,
+        }
+        objects = [job]
+        if multi:
+            objects.append(self._headless_service(ns))
+        return objects
+
+    # -- pieces -------------------------------------------------------------------------------
+    def _script_kind(self, entry: str, data: bytes, launcher: str) -> tuple[str, bool]:
+        first = data.split(b"\n", 1)[0]
+        shebang = first.startswith(b"#!")
+        python = (entry.endswith(".py") or (shebang and b"python" in first)
+                  or (launcher == "python" and explicit(self.req, "execution.launcher")) or launcher == "torchrun")
+        if launcher == "torchrun" and not entry.endswith(".py"):
+            raise ConfigError(f'run.entrypoint "{entry}" must be a .py file with execution.launcher: torchrun',
+                              hint="torchrun starts Python programs; point entrypoint at a .py file")
+        if not python and not shebang:
+            raise ConfigError(f'script "{entry}" has no shebang and is not a .py file',
+                              hint="add a shebang or set execution.launcher: python")
+        return ("/tmp/tau-entrypoint.py" if python else "/tmp/run.sh"), python
+
+    def _launch(self, target: str, python: bool, launcher: str, nproc: int, nodes: int, flags: list[str]) -> str:
+        flag_text = "".join(" " + rs.q(f) for f in flags)
+        if launcher == "torchrun":
+            if nodes > 1:
+                rdzv = f"{self.name}-0.{self.name}-headless:{TORCHRUN_PORT}"
+                head = (f"python3 -m torch.distributed.run --nnodes={nodes} --node_rank=\"$JOB_COMPLETION_INDEX\" "
+                        f"--rdzv-backend=c10d --rdzv-endpoint={rdzv} --rdzv-id={self.name} --nproc_per_node={nproc}")
+            else:
+                head = f"python3 -m torch.distributed.run --standalone --nproc_per_node={nproc}"
+            return f"{head}{flag_text} {target}"
+        if python:
+            return f"python3 {target}{flag_text}"
+        return f"{target}{flag_text}"
+
+    def _torchrun_env(self, nproc: int, multi: bool) -> list[dict[str, str]]:
+        addr = f"{self.name}-0.{self.name}-headless" if multi else "localhost"
+        env = [{"name": "MASTER_ADDR", "value": addr}, {"name": "MASTER_PORT", "value": str(TORCHRUN_PORT)}]
+        if nproc > 1 or multi:
+            env.append({"name": "OMP_NUM_THREADS", "value": "1"})
+        return env
+
+    def _source(self, init: list[dict[str, Any]], volumes: list[dict[str, Any]], mounts: list[dict[str, Any]],
+                entry: str | None, launcher: str, nproc: int, nodes: int, flags: list[str]) -> tuple[str, dict[str, str]]:
+        source = r.get(self.cfg, "run.source") or {}
+        image, path = str(source.get("image") or ""), str(source.get("path") or "")
+        r.require_pinned(image, "run.source.image")
+        if not entry:
+            raise ConfigError("run.source requires entrypoint", hint="set entrypoint: relative to run.source.path")
+        if entry.startswith("/") or any(p in ("", ".", "..") for p in entry.split("/")):
+            raise ConfigError(f'entrypoint "{entry}" must be a clean relative path inside run.source',
+                              hint="name the script relative to run.source.path")
+        if not path.startswith("/") or path != str(PurePosixPath(path)) or path == "/tau-source" or path.startswith("/tau-source/"):
+            raise ConfigError(f'run.source.path "{path}" must be a clean absolute path outside /tau-source',
+                              hint="use the directory inside the source image that holds your tree")
+        if any(v["name"] == "tau-source" for v in volumes):
+            raise ConfigError('run.source generates volume name "tau-source" already used by storage',
+                              hint="rename the storage volume")
+        init.append({
+            "name": "tau-source",
+            "image": image,
+            "command": ["/bin/sh", "-c",
+                        'cp -R -- "$1"/. /tau-source/ && chmod -R a+rwX /tau-source && chmod a+x "/tau-source/$2"',
+                        "tau-source", path, entry],
+            "securityContext": r.hardened_container_security(),
+            "volumeMounts": [{"name": "tau-source", "mountPath": "/tau-source"}],
+        })
+        volumes.append({"name": "tau-source", "emptyDir": {}})
+        mounts.append({"name": "tau-source", "mountPath": SOURCE_DIR})
+        target = f"{SOURCE_DIR}/{entry}"
+        python = entry.endswith(".py") or launcher == "torchrun"
+        return self._launch(target, python, launcher, nproc, nodes, flags), r.source_payload_digest(image, path, entry)
+
+    def _image_assets(self, init: list[dict[str, Any]], volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> None:
+        assets = r.get(self.cfg, "storage.image_assets", []) or []
+        if len(assets) > 8:
+            raise ConfigError("storage.image_assets supports at most 8 entries", hint="merge assets into fewer images")
+        seen_paths: list[str] = []
+        for i, asset in enumerate(assets):
+            name = str(asset.get("name", ""))
+            image = str(asset.get("image", ""))
+            src = str(asset.get("source_path", ""))
+            dest = str(asset.get("mount_path", ""))
+            r.require_pinned(image, f"storage.image_assets[{i}].image")
+            for reserved in RESERVED_ASSET_PATHS:
+                if dest == reserved or dest.startswith(reserved + "/") or reserved.startswith(dest.rstrip("/") + "/"):
+                    raise ConfigError(f'storage.image_assets[{i}].mount_path "{dest}" overlaps Tau-reserved path {reserved}',
+                                      hint="mount the asset somewhere else, for example /opt/<name>")
+            for other in seen_paths:
+                if dest == other or dest.startswith(other + "/") or other.startswith(dest + "/"):
+                    raise ConfigError(f'storage.image_assets mount paths "{other}" and "{dest}" overlap',
+                                      hint="give each asset its own directory")
+            seen_paths.append(dest)
+            vol = f"tau-asset-{name}"
+            init.append({
+                "name": vol,
+                "image": image,
+                "command": ["/bin/cp"],
+                "args": ["-a", "--", f"{src}/.", "/tau-asset/"],
+                "securityContext": r.hardened_container_security(),
+                "volumeMounts": [{"name": vol, "mountPath": "/tau-asset"}],
+            })
+            volumes.append({"name": vol, "emptyDir": {}})
+            mounts.append({"name": vol, "mountPath": dest, "readOnly": True})
+
+    def _extra_volumes(self, volumes: list[dict[str, Any]], mounts: list[dict[str, Any]], data_pvc: str | None) -> None:
+        specs = [str(v) for v in r.get(self.cfg, "storage.volumes", []) or []]
+        mount_specs = [str(m) for m in r.get(self.cfg, "storage.mounts", []) or []]
+        if not specs:
+            return
+        claims: dict[str, str] = {}
+        for spec in specs:
+            vname, _, rest = spec.partition("=")
+            kind, _, src = rest.partition(":")
+            if kind != "pvc" or not src:
+                raise ConfigError(f'--volume currently supports pvc volumes only; "{vname}" is not pvc-backed',
+                                  hint="declare volumes as NAME=pvc:CLAIM")
+            claims[vname] = src
+        if not mount_specs:
+            return  # a single volume without mounts is the /data PVC (see result_pvc)
+        reserved = {"data", "tau-hot", "dshm", "tau-source", "tau-metrics-runtime", "script", "ray-tmp"}
+        for spec in mount_specs:
+            parts = spec.split(":")
+            vname, path = parts[0], parts[1] if len(parts) > 1 else ""
+            mode = parts[2] if len(parts) > 2 else "rw"
+            if vname not in claims:
+                raise ConfigError(f'storage.mounts "{spec}" names an unknown volume', hint="declare it in storage.volumes")
+            if path == "/data" and claims[vname] == data_pvc and any(v["name"] == "data" for v in volumes):
+                continue
+            if vname in reserved or vname.startswith("tau-asset-"):
+                raise ConfigError(f'storage volume name "{vname}" is reserved by Tau', hint="rename the volume")
+            if not any(v["name"] == vname for v in volumes):
+                volumes.append({"name": vname, "persistentVolumeClaim": {"claimName": claims[vname]}})
+            mount: dict[str, Any] = {"name": vname, "mountPath": path}
+            if mode == "ro":
+                mount["readOnly"] = True
+            mounts.append(mount)
+
+    def _headless_service(self, ns: str) -> dict[str, Any]:
+        annotations = {keys.SUBMISSION_ID: self.req.submission_id} if self.req.submission_id else {}
+        meta: dict[str, Any] = {
+            "name": f"{self.name}-headless",
+            "namespace": ns,
+            "labels": {keys.MANAGED_BY: keys.MANAGED_BY_VALUE, keys.RUN_ID: self.name},
+        }
+        if annotations:
+            meta["annotations"] = annotations
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": {keys.JOB_NAME: self.name},
+                "ports": [{"name": "c10d", "port": TORCHRUN_PORT, "protocol": "TCP", "targetPort": TORCHRUN_PORT}],
+            },
+        }
