@@ -1,0 +1,226 @@
+"""Deterministic display downsampling for Stellar charts (min/max per step bucket).
+
+The raw history stays in the store; these functions only choose which points a chart draws.
+
+Algorithm ``minmax`` for one series and a budget of ``B`` points:
+
+1. Drop rows without a step and rows whose value is not finite (they are counted, not drawn).
+   When a step repeats, the last row for that step wins.
+2. If the series has at most ``B`` points, keep all of them (``algorithm = "none"``).
+3. ``B == 1`` keeps the last point; ``B`` of 2 or 3 keeps the first and the last point.
+4. Otherwise keep the first and the last point, split the step range ``[first, last]`` into
+   ``(B - 2) // 2`` equal-width buckets, and keep, per bucket, the point with the smallest
+   value and the point with the largest value (ties go to the smaller step).
+
+The result is sorted by step, never exceeds ``B`` points, always contains the global minimum
+and maximum, and depends only on the input — the same store gives the same page.
+
+:func:`downsample_points` is the plain-Python form (used for single series and as the
+reference in tests); :func:`downsample_frame` is the vectorised polars form that the snapshot
+builder uses for many series at once. Both produce identical points.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+ALGORITHM = "minmax"
+DEFAULT_MAX_POINTS = 1200  # 800 px chart at 1.5 samples per px
+MAX_POINTS_LIMIT = 12000
+DISPLAY_SIG_FIGS = 7
+
+
+@dataclass(frozen=True)
+class Sampled:
+    steps: list[int]
+    values: list[float]
+    source_points: int
+    non_finite_points: int
+    finite_points: int
+
+    @property
+    def rendered_points(self) -> int:
+        return len(self.steps)
+
+    @property
+    def decimated(self) -> bool:
+        return self.rendered_points < self.finite_points
+
+
+def bucket_count(budget: int) -> int:
+    return (budget - 2) // 2
+
+
+def bucket_of(step: int, first: int, last: int, buckets: int) -> int:
+    return (step - first) * buckets // (last - first + 1)
+
+
+def downsample_points(steps: Sequence[int | None], values: Sequence[float | None], budget: int) -> Sampled:
+    """Downsample one series given as parallel ``steps`` / ``values`` sequences (input order)."""
+    if budget < 1:
+        raise ValueError("max points must be at least 1")
+    source = len(steps)
+    non_finite = 0
+    latest: dict[int, float] = {}
+    for step, value in zip(steps, values, strict=True):
+        if step is None:
+            continue
+        if value is None or not math.isfinite(value):
+            non_finite += 1
+            continue
+        latest[int(step)] = float(value)
+    ordered = sorted(latest.items())
+    if len(ordered) <= budget:
+        kept = ordered
+    elif budget == 1:
+        kept = ordered[-1:]
+    elif budget < 4:
+        kept = [ordered[0], ordered[-1]]
+    else:
+        first, last = ordered[0][0], ordered[-1][0]
+        buckets = bucket_count(budget)
+        lows: dict[int, tuple[int, float]] = {}
+        highs: dict[int, tuple[int, float]] = {}
+        for step, value in ordered:
+            b = bucket_of(step, first, last, buckets)
+            lo = lows.get(b)
+            if lo is None or value < lo[1]:
+                lows[b] = (step, value)
+            hi = highs.get(b)
+            if hi is None or value > hi[1]:
+                highs[b] = (step, value)
+        chosen = {first, last} | {s for s, _ in lows.values()} | {s for s, _ in highs.values()}
+        kept = [(s, latest[s]) for s in sorted(chosen)]
+    return Sampled(
+        steps=[s for s, _ in kept],
+        values=[v for _, v in kept],
+        source_points=source,
+        non_finite_points=non_finite,
+        finite_points=len(ordered),
+    )
+
+
+def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequence[str] = ("run_id",)) -> pl.DataFrame:
+    """Downsample every series of ``frame`` (columns ``*by, step, value``; row order = write order).
+
+    Returns one row per series, sorted by ``by``: ``*by, steps (list[i64]), values (list[f64]),
+    source_points, non_finite_points, finite_points`` (``finite_points`` counts distinct finite
+    steps). The work is two grouped passes over the input and no full sort, because a dashboard
+    over 100 runs x 10 metrics x 10k steps reads ten million points.
+    """
+    import polars as pl
+
+    if budget < 1:
+        raise ValueError("max points must be at least 1")
+    keys = list(by)
+    data = frame.lazy().select([*keys, pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64)]).collect()
+    finite_mask = pl.col("step").is_not_null() & pl.col("value").is_finite().fill_null(False)
+    stats = data.group_by(keys).agg(
+        pl.len().alias("source_points"),
+        (pl.col("step").is_not_null() & ~pl.col("value").is_finite().fill_null(False)).sum().alias("non_finite_points"),
+        pl.col("step").filter(finite_mask).diff().min().alias("_min_gap"),
+        finite_mask.sum().alias("_rows"),
+    )
+    finite = data.filter(finite_mask)
+    # A series whose finite steps strictly increase in write order needs no sort and no dedup
+    # (the normal case); any other series goes through the sort-and-dedup path first.
+    messy_keys = stats.filter(pl.col("_min_gap") <= 0).select(keys)
+    if messy_keys.height:
+        messy = (
+            finite.join(messy_keys, on=keys, how="semi")
+            .with_row_index("_order")
+            .sort([*keys, "step", "_order"])
+            .unique(subset=[*keys, "step"], keep="last", maintain_order=True)
+            .drop("_order")
+        )
+        finite = pl.concat([finite.join(messy_keys, on=keys, how="anti"), messy])
+    per = finite.group_by(keys).agg(
+        pl.len().alias("finite_points"),
+        pl.col("step").min().alias("_first"),
+        pl.col("step").max().alias("_last"),
+    )
+    buckets = bucket_count(budget)
+    # Every point of a series within budget is its own bucket, so one grouped pass serves both.
+    bucket = (
+        pl.when(pl.col("finite_points") <= budget)
+        .then(pl.col("step") - pl.col("_first"))
+        .when(budget < 4)
+        .then(pl.lit(0, dtype=pl.Int64))
+        .otherwise((pl.col("step") - pl.col("_first")) * buckets // (pl.col("_last") - pl.col("_first") + 1))
+    )
+    # group_by keeps each group's rows in input order (ascending step), so arg_min / arg_max
+    # pick the smallest step on ties, like the reference implementation.
+    extremes = (
+        finite.lazy()
+        .join(per.lazy(), on=keys, how="inner")
+        .with_columns(bucket.alias("_b"))
+        .group_by([*keys, "_b"])
+        .agg(
+            pl.col("step").get(pl.col("value").arg_min()).alias("_lo"),
+            pl.col("value").min().alias("_lov"),
+            pl.col("step").get(pl.col("value").arg_max()).alias("_hi"),
+            pl.col("value").max().alias("_hiv"),
+            pl.col("step").first().alias("_s0"),
+            pl.col("value").first().alias("_v0"),
+            pl.col("step").last().alias("_s1"),
+            pl.col("value").last().alias("_v1"),
+            pl.col("_first").first(),
+            pl.col("_last").first(),
+            pl.col("finite_points").first(),
+        )
+        .collect()
+    )
+    lowhigh = extremes.filter(pl.lit(budget >= 4) | (pl.col("finite_points") <= budget))
+    parts = [
+        lowhigh.select([*keys, pl.col("_lo").alias("step"), pl.col("_lov").alias("value")]),
+        lowhigh.select([*keys, pl.col("_hi").alias("step"), pl.col("_hiv").alias("value")]),
+        extremes.filter(pl.col("_s1") == pl.col("_last")).select(
+            [*keys, pl.col("_s1").alias("step"), pl.col("_v1").alias("value")]
+        ),
+    ]
+    if budget > 1:
+        parts.append(
+            extremes.filter(pl.col("_s0") == pl.col("_first")).select(
+                [*keys, pl.col("_s0").alias("step"), pl.col("_v0").alias("value")]
+            )
+        )
+    kept = pl.concat(parts).unique(subset=[*keys, "step"]).sort([*keys, "step"])
+    series = kept.group_by(keys, maintain_order=True).agg(pl.col("step").alias("steps"), pl.col("value").alias("values"))
+    out = (
+        stats.select([*keys, "source_points", "non_finite_points"])
+        .join(series, on=keys, how="left")
+        .join(per.select([*keys, "finite_points"]), on=keys, how="left")
+        .with_columns(
+            pl.col("steps").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
+            pl.col("values").fill_null(pl.lit([], dtype=pl.List(pl.Float64))),
+            pl.col("finite_points").fill_null(0).cast(pl.Int64),
+            pl.col("source_points").cast(pl.Int64),
+            pl.col("non_finite_points").cast(pl.Int64),
+        )
+    )
+    return out.sort(keys)
+
+
+def display_value(value: float) -> float:
+    """Round to the precision a chart can show (the store keeps full precision)."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return float(f"{value:.{DISPLAY_SIG_FIGS}g}")
+
+
+def sampling_meta(source_points: int, finite_points: int, rendered: int, budget: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "algorithm": ALGORITHM if rendered < finite_points else "none",
+        "source_points": source_points,
+        "finite_points": finite_points,
+        "rendered_points": rendered,
+        "requested_budget": budget,
+        "decimated": rendered < finite_points,
+        **extra,
+    }

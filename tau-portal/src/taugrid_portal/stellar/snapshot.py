@@ -1,0 +1,397 @@
+"""Build the Stellar snapshot: everything a dashboard shows for one target, as plain JSON data.
+
+``-o json`` prints exactly this dict, ``-o html`` renders the page from it, ``-o tui`` summarises
+it, and the server's ``/api/stellar/snapshot`` returns it. Shape (``tau.exp.cockpit.v0``)::
+
+    schema_version payload_mode generated_at store_path target target_type project
+    experiment status summary run_groups runs metric_options chart charts cards
+    best_group_id sampling actions warnings
+
+Chart series are columnar (``steps`` / ``values`` arrays) and already downsampled for display;
+the raw history stays in the store (see :mod:`.downsample`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from tau_core.errors import UsageError
+
+from . import downsample
+
+SCHEMA_VERSION = "tau.exp.cockpit.v0"
+SERIES_SCHEMA_VERSION = "tau.exp.cockpit.series.v0"
+PALETTE = (
+    "#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2",
+    "#be185d", "#ca8a04", "#4f46e5", "#0f766e", "#a16207", "#db2777",
+)
+# The primary decision metric is the first of these that the target has (reference §3.1).
+PRIMARY_METRICS = (
+    "final/macro_auprc", "detect/macro_auprc", "eval/macro_auprc", "final/mean_episode_return",
+    "eval/mean_episode_return", "final/reward", "eval/reward", "final/return", "eval/return",
+    "final/success_rate", "eval/success_rate", "final/win_rate", "eval/win_rate", "final/pass_rate",
+    "eval/pass_rate", "final/exact_match", "eval/exact_match", "final/accuracy", "eval/accuracy",
+    "final/score", "eval/score",
+)
+# Names that are better when smaller; everything else is better when larger.
+LOWER_IS_BETTER = ("loss", "error", "err", "perplexity", "ppl", "mse", "mae", "rmse", "nll", "latency", "time")
+# The whole page draws at most this many points; the per-series budget shrinks as series grow
+# so that 100 runs x 10 metrics still gives a page of a few megabytes.
+PAGE_POINT_BUDGET = 240_000
+MIN_SERIES_BUDGET = 64
+COMMAND = "taugrid-portal experiment"
+
+
+def direction_of(metric: str) -> str:
+    leaf = metric.lower().rsplit("/", 1)[-1]
+    return "min" if any(tok in leaf for tok in LOWER_IS_BETTER) else "max"
+
+
+def primary_metric(names: Sequence[str]) -> str | None:
+    present = set(names)
+    for name in PRIMARY_METRICS:
+        if name in present:
+            return name
+    for name in names:
+        if name == "loss" or name.endswith("/loss"):
+            return name
+    return sorted(names)[0] if names else None
+
+
+def series_budget(max_points: int | None, series_count: int) -> int:
+    """Points per series: ``--max-points`` when given, else a share of the page budget."""
+    if max_points is not None:
+        if max_points < 1:
+            raise UsageError("--max-points must be at least 1")
+        if max_points > downsample.MAX_POINTS_LIMIT:
+            raise UsageError(f"--max-points must be at most {downsample.MAX_POINTS_LIMIT}")
+        return max_points
+    if series_count <= 0:
+        return downsample.DEFAULT_MAX_POINTS
+    share = PAGE_POINT_BUDGET // series_count
+    return max(MIN_SERIES_BUDGET, min(downsample.DEFAULT_MAX_POINTS, share))
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _config_view(row: dict[str, Any]) -> dict[str, Any]:
+    normalized = row.get("normalized_json")
+    try:
+        parsed = json.loads(normalized) if normalized else None
+    except ValueError:
+        parsed = normalized
+    return {
+        "config_hash": row.get("config_hash"),
+        "format": row.get("format"),
+        "uri": row.get("uri"),
+        "config": parsed,
+    }
+
+
+def _artifact_view(row: dict[str, Any]) -> dict[str, Any]:
+    keep = ("artifact_id", "type", "name", "uri", "durable_ref", "content_type", "digest", "size_bytes",
+            "step", "direction", "caption", "created_at")
+    return {k: row.get(k) for k in keep}
+
+
+def _store_path(store: Any) -> str:
+    return str(getattr(store, "root", ""))
+
+
+def _target_runs(store: Any, target: str) -> tuple[Any, list[Any]]:
+    resolved = store.resolve_target(target)
+    runs = store.runs(run_ids=list(resolved.run_ids)) if resolved.run_ids else []
+    order = {rid: i for i, rid in enumerate(resolved.run_ids)}
+    runs.sort(key=lambda r: order.get(r.run_id, len(order)))
+    return resolved, runs
+
+
+def chart_series(
+    store: Any,
+    run_ids: Sequence[str],
+    metric: str,
+    budget: int,
+    colors: dict[str, str],
+    *,
+    start_step: int | None = None,
+    end_step: int | None = None,
+) -> dict[str, Any]:
+    """One metric across runs, downsampled: the ``charts[]`` element (and the series API body)."""
+    import polars as pl
+
+    frame = store.series(list(run_ids), metric, start_step=start_step, end_step=end_step)
+    sampled = downsample.downsample_frame(frame.select("run_id", "step", "value"), budget)
+    series: list[dict[str, Any]] = []
+    by_run = {row["run_id"]: row for row in sampled.with_columns(
+        pl.col("values").list.eval(pl.element().round_sig_figs(downsample.DISPLAY_SIG_FIGS))
+    ).iter_rows(named=True)}
+    x_min = x_max = y_min = y_max = None
+    totals = {"source_points": 0, "finite_points": 0, "rendered_points": 0, "non_finite_points": 0}
+    for rid in run_ids:
+        row = by_run.get(rid)
+        if row is None:
+            continue
+        steps, values = row["steps"], row["values"]
+        meta = downsample.sampling_meta(row["source_points"], row["finite_points"], len(steps), budget,
+                                        non_finite_points=row["non_finite_points"])
+        series.append({
+            "run_id": rid,
+            "color": colors.get(rid, PALETTE[0]),
+            "steps": steps,
+            "values": values,
+            "source_points": row["source_points"],
+            "finite_points": row["finite_points"],
+            "rendered_points": len(steps),
+            "decimated": meta["decimated"],
+            "sampling": meta,
+        })
+        totals["source_points"] += row["source_points"]
+        totals["finite_points"] += row["finite_points"]
+        totals["non_finite_points"] += row["non_finite_points"]
+        totals["rendered_points"] += len(steps)
+        if steps:
+            x_min = steps[0] if x_min is None else min(x_min, steps[0])
+            x_max = steps[-1] if x_max is None else max(x_max, steps[-1])
+            lo, hi = min(values), max(values)
+            y_min = lo if y_min is None else min(y_min, lo)
+            y_max = hi if y_max is None else max(y_max, hi)
+    return {
+        "metric_name": metric,
+        "direction": direction_of(metric),
+        "has_data": totals["rendered_points"] > 0,
+        "x_min": x_min,
+        "x_max": x_max,
+        "y_min": y_min,
+        "y_max": y_max,
+        **totals,
+        "decimated": totals["rendered_points"] < totals["finite_points"],
+        "max_points_per_series": budget,
+        "series": series,
+    }
+
+
+def _cards(metrics: Sequence[str], runs: Sequence[Any], summaries: dict[tuple[str, str], dict[str, Any]]) -> list:
+    cards = []
+    for metric in metrics:
+        direction = direction_of(metric)
+        groups: dict[str, list[tuple[str, float, int | None]]] = {}
+        for run in runs:
+            s = summaries.get((run.run_id, metric))
+            value = _finite(s.get("latest_value")) if s else None
+            if value is None:
+                continue
+            groups.setdefault(run.run_group_id, []).append((run.run_id, value, s.get("latest_step")))
+        rows = []
+        for gid in sorted(groups):
+            entries = groups[gid]
+            values = sorted(v for _, v, _ in entries)
+            pick = min if direction == "min" else max
+            best_run, best_value, _ = pick(sorted(entries), key=lambda e: e[1])
+            steps = [st for _, _, st in entries if st is not None]
+            rows.append({
+                "run_group_id": gid,
+                "run_count": len(entries),
+                "latest_step": max(steps) if steps else None,
+                "min": values[0],
+                "p25": _quantile(values, 0.25),
+                "median": statistics.median(values),
+                "p75": _quantile(values, 0.75),
+                "max": values[-1],
+                "best_value": best_value,
+                "best_run_id": best_run,
+            })
+        cards.append({"name": metric, "direction": direction, "groups": rows})
+    return cards
+
+
+def build_snapshot(
+    store: Any,
+    target: str,
+    *,
+    metric: str | None = None,
+    max_points: int | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The full snapshot for ``target`` (a run group, run or experiment name)."""
+    resolved, runs = _target_runs(store, target)
+    run_ids = [r.run_id for r in runs]
+    colors = {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(run_ids)}
+    summary_rows = store.summaries(run_ids) if run_ids else []
+    summaries = {(s["run_id"], s["metric_name"]): s for s in summary_rows}
+    metric_names = sorted({s["metric_name"] for s in summary_rows})
+    warnings = list(getattr(store, "warnings", []) or [])
+    if metric is not None and metric not in metric_names:
+        hint = ("metrics here: " + ", ".join(metric_names[:12])) if metric_names else "this target has no metrics"
+        raise UsageError(f"metric {metric!r} was not recorded for target {target!r}", hint=hint)
+    primary = metric or primary_metric(metric_names)
+    ordered = ([primary] if primary else []) + [m for m in metric_names if m != primary]
+
+    series_count = sum(1 for _ in summary_rows)
+    budget = series_budget(max_points, series_count)
+    charts = [chart_series(store, run_ids, m, budget, colors) for m in ordered]
+
+    run_views = []
+    for run in runs:
+        view = run.to_dict()
+        view["color"] = colors[run.run_id]
+        view["summaries"] = [summaries[(run.run_id, m)] for m in metric_names if (run.run_id, m) in summaries]
+        for s in view["summaries"]:
+            for key in ("latest_value", "min_value", "max_value"):
+                s[key] = _finite(s.get(key))
+        view["configs"] = [_config_view(c) for c in store.configs(run.run_id)]
+        view["artifacts"] = [_artifact_view(a) for a in store.artifacts(run.run_id)]
+        view["output_dir"] = run.result_uri
+        run_views.append(view)
+
+    cards = _cards(ordered, runs, summaries)
+    best_group_id = best_run_id = None
+    best_value = None
+    if primary and cards and cards[0]["groups"]:
+        direction = cards[0]["direction"]
+        pick = min if direction == "min" else max
+        best = pick(sorted(cards[0]["groups"], key=lambda g: g["run_group_id"]), key=lambda g: g["best_value"])
+        best_group_id, best_run_id, best_value = best["run_group_id"], best["best_run_id"], best["best_value"]
+
+    states: dict[str, int] = {}
+    lifecycle: dict[str, int] = {}
+    for run in runs:
+        states[run.state] = states.get(run.state, 0) + 1
+        lifecycle[run.lifecycle_state] = lifecycle.get(run.lifecycle_state, 0) + 1
+    counts = store.counts(run_ids) if run_ids else {"runs": 0, "groups": 0, "configs": 0, "metric_files": 0,
+                                                      "artifacts": 0, "observations": 0}
+    status_text = ", ".join(f"{n} {k}" for k, n in sorted(lifecycle.items())) or "no runs"
+    store_path = _store_path(store)
+    base = f"{COMMAND} --store {store_path}"
+    experiment = None
+    if resolved.type == "experiment":
+        experiment = next((e for e in store.experiments() if e["experiment_id"] == resolved.id), None)
+    if not run_ids:
+        warnings.append(f"target {target!r} has no runs yet")
+    elif not metric_names:
+        warnings.append(f"no scalar metrics were recorded for target {target!r}")
+
+    generated = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    primary_chart = charts[0] if charts else None
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "payload_mode": "full",
+        "generated_at": generated,
+        "store_path": store_path,
+        "target": target,
+        "target_type": resolved.type,
+        "project": resolved.project,
+        "experiment": experiment,
+        "status": {**counts, "states": states, "lifecycle": lifecycle},
+        "summary": {
+            "status": f"{len(runs)} run{'' if len(runs) == 1 else 's'}: {status_text}",
+            "primary_metric": primary,
+            "direction": direction_of(primary) if primary else None,
+            "best_run_id": best_run_id,
+            "best_group_id": best_group_id,
+            "best_value": best_value,
+            "best_evidence": (
+                f"{primary} {'min' if direction_of(primary) == 'min' else 'max'} latest = "
+                f"{best_value:.6g} ({best_run_id}, group {best_group_id})"
+                if primary and best_value is not None else None
+            ),
+            "next_command": f"{base} compare {target} --metric {primary}" if primary else None,
+        },
+        "run_groups": sorted({r.run_group_id for r in runs}),
+        "runs": run_views,
+        "metric_options": [{"name": m, "selected": m == primary} for m in ordered],
+        "chart": (
+            {k: v for k, v in primary_chart.items() if k != "series"} if primary_chart else {"has_data": False}
+        ),
+        "charts": charts,
+        "cards": cards,
+        "best_group_id": best_group_id,
+        "sampling": {
+            "algorithm": downsample.ALGORITHM,
+            "max_points_per_series": budget,
+            "page_point_budget": PAGE_POINT_BUDGET if max_points is None else None,
+            "display_sig_figs": downsample.DISPLAY_SIG_FIGS,
+            "raw_preserved": True,
+        },
+        "actions": {
+            "open_dashboard": f"{base} open {target}",
+            "save_html": f"{base} stellar {target} -o html --out {target}.html",
+            "status": f"{base} status {target}",
+            "export_json": f"{base} stellar {target} -o json",
+        },
+        "warnings": warnings,
+    }
+
+
+def build_series(
+    store: Any,
+    target: str,
+    metric: str,
+    *,
+    run_id: str | None = None,
+    start_step: int | None = None,
+    end_step: int | None = None,
+    max_points: int = 8000,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The series detail for one metric (``/api/stellar/series``): one chart, optionally one run."""
+    if not 1 <= max_points <= downsample.MAX_POINTS_LIMIT:
+        raise UsageError(f"max_points must be between 1 and {downsample.MAX_POINTS_LIMIT}")
+    if start_step is not None and end_step is not None and start_step > end_step:
+        raise UsageError("start_step must be <= end_step")
+    resolved, runs = _target_runs(store, target)
+    run_ids = [r.run_id for r in runs]
+    colors = {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(run_ids)}
+    if run_id is not None:
+        if run_id not in run_ids:
+            from tau_core.errors import NotFoundError
+
+            raise NotFoundError(f"run {run_id!r} is not part of target {target!r}")
+        run_ids = [run_id]
+    names = store.metric_names(run_ids) if run_ids else []
+    if metric not in names:
+        from tau_core.errors import NotFoundError
+
+        raise NotFoundError(f"metric {metric!r} was not recorded for target {target!r}")
+    chart = chart_series(store, run_ids, metric, max_points, colors, start_step=start_step, end_step=end_step)
+    warnings = [] if chart["has_data"] else ["no scalar metric points matched the series query"]
+    return {
+        "schema_version": SERIES_SCHEMA_VERSION,
+        "generated_at": (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "target": target,
+        "target_type": resolved.type,
+        "metric": metric,
+        "run_id": run_id,
+        "start_step": start_step,
+        "end_step": end_step,
+        "max_points": max_points,
+        "chart": chart,
+        "warnings": warnings,
+    }
+
+
+def to_json(snapshot: dict[str, Any], *, indent: int | None = 2) -> str:
+    """Strict JSON (no NaN/Infinity): the snapshot never holds a non-finite number."""
+    separators = (",", ":") if indent is None else (",", ": ")
+    return json.dumps(snapshot, indent=indent, separators=separators, allow_nan=False, ensure_ascii=False)

@@ -1,0 +1,253 @@
+"""Streaming parser for JSONL scalar history (``tau.jsonl.import.v1``).
+
+Each line is one JSON object such as ``{"_step": 3, "_timestamp": 1760000003.1, "loss": 0.4}``.
+
+* ``_step`` (``--step-field``) is required and numeric: integers are exact, floats truncated.
+* ``_timestamp`` (``--time-field``) is optional; when present it is positive Unix seconds.
+* Other keys starting with ``_`` are metadata and skipped; so are non-numeric values
+  (strings, booleans, objects, lists, null).  Numeric values must be finite: ``NaN`` and
+  ``Infinity`` are rejected, as the reference importer does.
+* Blank lines are skipped.  A last line without a newline is accepted when it is a complete
+  object and reported as a truncated row otherwise.
+
+Files are read in blocks (8 MiB) ending at a newline.  A block is parsed by polars' native
+NDJSON reader; any block the fast path cannot vouch for is re-parsed line by line in Python,
+which either produces the same rows or the precise error (file and line).  Memory is bounded
+by the block size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tau_core.errors import ConfigError
+
+BLOCK = 8 << 20
+MAX_LINE = 16 << 20
+INT64_MAX = (1 << 63) - 1
+
+
+class JsonlError(ConfigError):
+    """A history file is malformed; the message names the file and line."""
+
+
+@dataclass
+class Block:
+    frame: Any  # polars: metric_name, step, wall_time_us, value
+    first_line: int
+
+
+def _fail(path: Path, line: int, message: str, hint: str | None = None) -> JsonlError:
+    return JsonlError(f"{path}: line {line}: {message}", hint=hint)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def parse_lines_slow(
+    data: bytes, path: Path, first_line: int, *, step_field: str, time_field: str, prefix: str,
+    final: bool,
+) -> Any:
+    """The authoritative line-by-line parser: rows, or the first error with its line number."""
+    import polars as pl
+
+    names: list[str] = []
+    steps: list[int] = []
+    walls: list[int | None] = []
+    values: list[float] = []
+    lines = data.split(b"\n")
+    ends_with_newline = data.endswith(b"\n")
+    if ends_with_newline:
+        lines.pop()
+    for offset, raw in enumerate(lines):
+        lineno = first_line + offset
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            obj = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            if final and offset == len(lines) - 1 and not ends_with_newline:
+                raise _fail(path, lineno, "truncated last row: the file ends in the middle of a JSON object",
+                            hint="the writer may still be running or was killed; import the file once it is "
+                            "complete (write chunks to a temp file and rename them)") from None
+            raise _fail(path, lineno, f"invalid JSON ({exc})",
+                        hint="each line must hold exactly one JSON object") from None
+        if not isinstance(obj, dict):
+            raise _fail(path, lineno, f"row must contain exactly one JSON object, got {type(obj).__name__}",
+                        hint='write one object per line, e.g. {"_step": 0, "loss": 1.0}')
+        if step_field not in obj:
+            raise _fail(path, lineno, f"missing required numeric {step_field} field",
+                        hint=f"every row needs {step_field}; use --step-field if the history names it differently")
+        step_raw = obj[step_field]
+        if not _is_number(step_raw) or (isinstance(step_raw, float) and not math.isfinite(step_raw)):
+            raise _fail(path, lineno, f"{step_field} must be a finite number, got {json.dumps(step_raw)}")
+        step = int(step_raw)
+        if abs(step) > INT64_MAX:
+            raise _fail(path, lineno, f"{step_field} must be an integer representable as int64")
+        wall: int | None = None
+        if time_field in obj and obj[time_field] is not None:
+            ts = obj[time_field]
+            if not _is_number(ts) or not math.isfinite(ts) or ts <= 0 or ts > 253402300799:
+                raise _fail(path, lineno, f"{time_field} must be a valid positive Unix epoch-seconds value, "
+                            f"got {json.dumps(ts)}")
+            wall = int(round(ts * 1_000_000))
+        for key, value in obj.items():
+            if key == step_field or key == time_field or key.startswith("_"):
+                continue
+            if not _is_number(value):
+                continue
+            fvalue = float(value)
+            if not math.isfinite(fvalue):
+                raise _fail(path, lineno, f"metric {key!r} must be a finite number, got {json.dumps(value)}",
+                            hint="NaN and Infinity are rejected at import; log a counter such as nan_steps instead")
+            names.append(f"{prefix}{key}")
+            steps.append(step)
+            walls.append(wall)
+            values.append(fvalue)
+    return pl.DataFrame(
+        {"metric_name": names, "step": steps, "wall_time_us": walls, "value": values},
+        schema={"metric_name": pl.String, "step": pl.Int64, "wall_time_us": pl.Int64, "value": pl.Float64},
+    )
+
+
+_NUMERIC = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float32", "Float64")
+
+
+def parse_block_fast(data: bytes, *, step_field: str, time_field: str, prefix: str) -> Any | None:
+    """Parse with polars; ``None`` when the block needs the authoritative slow path."""
+    import polars as pl
+
+    try:
+        df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+    except Exception:  # noqa: BLE001 - any rejection means: take the slow path for exact errors
+        return None
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    blank = data.count(b"\n\n") + (1 if data.startswith(b"\n") else 0)
+    if df.height != n_lines - blank or df.height == 0:
+        return None
+    if step_field not in df.columns:
+        return None
+    step = df[step_field]
+    if step.dtype.__class__.__name__ not in _NUMERIC or step.null_count():
+        return None
+    if step.dtype.is_float():
+        if not step.is_finite().all():
+            return None
+        step = step.cast(pl.Int64, strict=False)
+        if step.null_count():
+            return None
+    wall = pl.Series("wall_time_us", [None] * df.height, dtype=pl.Int64)
+    if time_field in df.columns:
+        ts = df[time_field]
+        if ts.dtype.__class__.__name__ == "Null":
+            pass
+        elif ts.dtype.__class__.__name__ not in _NUMERIC:
+            return None
+        else:
+            tsf = ts.cast(pl.Float64)
+            valid = tsf.drop_nulls()
+            if valid.len() and (not valid.is_finite().all() or valid.min() <= 0 or valid.max() > 253402300799):
+                return None
+            wall = (tsf * 1_000_000).round(0).cast(pl.Int64)
+    metrics: list[str] = []
+    for name, dtype in df.schema.items():
+        if name in (step_field, time_field) or name.startswith("_"):
+            continue
+        kind = dtype.__class__.__name__
+        if kind in _NUMERIC:
+            col = df[name]
+            if dtype.is_float() and not col.drop_nulls().is_finite().all():
+                return None
+            metrics.append(name)
+        elif kind == "String":
+            return None  # a mixed column: the slow path keeps its numeric values
+    if not metrics:
+        return pl.DataFrame(schema={"metric_name": pl.String, "step": pl.Int64, "wall_time_us": pl.Int64,
+                                    "value": pl.Float64})
+    base = pl.DataFrame({"step": step.cast(pl.Int64), "wall_time_us": wall}).with_columns(
+        [df[m].cast(pl.Float64).alias(f"{prefix}{m}") for m in metrics]
+    )
+    long = base.unpivot(index=["step", "wall_time_us"], on=[f"{prefix}{m}" for m in metrics],
+                        variable_name="metric_name", value_name="value")
+    return long.drop_nulls("value").select("metric_name", "step", "wall_time_us", "value")
+
+
+@dataclass
+class FileStats:
+    path: Path
+    size_bytes: int
+    sha256: str
+    scalar_rows: int
+    lines: int
+
+
+def read_history(
+    path: Path,
+    *,
+    step_field: str = "_step",
+    time_field: str = "_timestamp",
+    metric_prefix: str | None = None,
+    copy_to: BinaryIO | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[Block]:
+    """Yield parsed blocks of ``path``; the generator's return value is the :class:`FileStats`.
+
+    ``copy_to`` receives the raw bytes (the artifact copy) in the same pass as hashing and parsing.
+    """
+    prefix = f"{metric_prefix.rstrip('/')}/" if metric_prefix else ""
+    digest = hashlib.sha256()
+    size = 0
+    line_no = 1
+    rows = 0
+    carry = b""
+    try:
+        fh = open(path, "rb")
+    except IsADirectoryError:
+        raise ConfigError(f"JSONL history path {path} is a directory", hint="pass files or a glob such as "
+                          f"'{path}/*.jsonl'") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read JSONL history {path}: {exc.strerror or exc}") from None
+    with fh:
+        while True:
+            chunk = fh.read(BLOCK)
+            final = not chunk
+            if chunk:
+                digest.update(chunk)
+                size += len(chunk)
+                if copy_to is not None:
+                    copy_to.write(chunk)
+                if progress is not None:
+                    progress(len(chunk))
+                data = carry + chunk
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    if len(data) > MAX_LINE:
+                        raise _fail(path, line_no, f"line is longer than {MAX_LINE >> 20} MiB")
+                    carry = data
+                    continue
+                block, carry = data[: cut + 1], data[cut + 1 :]
+                if len(carry) > MAX_LINE:
+                    raise _fail(path, line_no + block.count(b"\n"), f"line is longer than {MAX_LINE >> 20} MiB")
+            else:
+                block, carry = carry, b""
+                if not block:
+                    break
+            frame = parse_block_fast(block, step_field=step_field, time_field=time_field, prefix=prefix)
+            if frame is None:
+                frame = parse_lines_slow(block, path, line_no, step_field=step_field, time_field=time_field,
+                                         prefix=prefix, final=final)
+            rows += frame.height
+            yield Block(frame, line_no)
+            line_no += block.count(b"\n")
+            if final:
+                break
+    return FileStats(path, size, digest.hexdigest(), rows, line_no - 1)

@@ -1,0 +1,140 @@
+"""Writing immutable ``tau.metrics.scalar.v2`` Parquet files, chunk by chunk.
+
+Frames come from polars (``metric_name, step, wall_time_us, value``); constant columns
+(project, group, run, unit, source, split, tags) are added here and each chunk becomes one
+Parquet row group, so memory stays bounded by the chunk size, not the file size.  Summaries
+are folded in per chunk with the same merge that combines files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from . import schema
+from ._util import sha256_text
+from .summaries import merge, summarize_frame
+
+SCHEMA_HASH = sha256_text(",".join(schema.METRIC_SCHEMA_COLUMNS))
+
+
+def arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field("project", pa.string(), nullable=False),
+        pa.field("run_group_id", pa.string(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("metric_name", pa.string(), nullable=False),
+        pa.field("step", pa.int64(), nullable=True),
+        pa.field("wall_time", pa.timestamp("us", tz="UTC"), nullable=True),
+        pa.field("value", pa.float64(), nullable=False),
+        pa.field("unit", pa.string(), nullable=True),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=True),
+        pa.field("tags", pa.string(), nullable=False),
+    ])
+
+
+class MetricFileWriter:
+    """Stream chunks into one Parquet file at ``path`` (a staging path) and summarize them."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        project: str,
+        run_group_id: str,
+        run_id: str,
+        source: str,
+        unit: str | None = None,
+        split: str | None = None,
+    ) -> None:
+        self.path = path
+        self.project, self.run_group_id, self.run_id = project, run_group_id, run_id
+        self.source, self.unit, self.split = source, unit, split
+        self.rows = 0
+        self.min_step: int | None = None
+        self.max_step: int | None = None
+        self.summaries: dict[str, dict[str, Any]] = {}
+        self._writer: Any = None
+        self._schema = arrow_schema()
+
+    def write(self, frame: Any, tags: dict[str, str]) -> None:
+        """Append one chunk (polars frame ``metric_name, step, wall_time_us, value``)."""
+        import polars as pl
+        import pyarrow as pa
+
+        n = frame.height
+        if n == 0:
+            return
+        chunk = summarize_frame(frame, ordinal_offset=self.rows)
+        for name, s in chunk.items():
+            old = self.summaries.get(name)
+            key_new = (s["latest_step"] is not None, s["latest_step"] or 0,
+                       s["latest_wall_time"] is not None, s["latest_wall_time"] or 0, s["_ordinal"])
+            key_old = None
+            if old is not None:
+                key_old = (old["latest_step"] is not None, old["latest_step"] or 0,
+                           old["latest_wall_time"] is not None, old["latest_wall_time"] or 0, old["_ordinal"])
+            self.summaries[name] = merge(old, s, old_key=key_old, new_key=key_new)
+        smin, smax = frame["step"].min(), frame["step"].max()
+        if smin is not None:
+            self.min_step = smin if self.min_step is None else min(self.min_step, smin)  # type: ignore[assignment]
+            self.max_step = smax if self.max_step is None else max(self.max_step, smax)  # type: ignore[assignment]
+        self.rows += n
+        if self.path is None:
+            return
+        tags_json = json.dumps(tags, sort_keys=True, separators=(",", ":"))
+
+        def const(value: str | None) -> Any:
+            if value is None:
+                return pa.nulls(n, pa.string())
+            return pa.repeat(pa.scalar(value, pa.string()), n)
+
+        step = frame["step"].cast(pl.Int64).to_arrow()
+        wall = frame["wall_time_us"].cast(pl.Int64).to_arrow().cast(pa.timestamp("us", tz="UTC"))
+        table = pa.Table.from_arrays(
+            [
+                const(self.project), const(self.run_group_id), const(self.run_id),
+                frame["metric_name"].to_arrow().cast(pa.string()), step, wall,
+                frame["value"].cast(pl.Float64).to_arrow(), const(self.unit), const(self.source),
+                const(self.split), const(tags_json),
+            ],
+            schema=self._schema,
+        )
+        if self._writer is None:
+            import pyarrow.parquet as pq
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = pq.ParquetWriter(
+                self.path, self._schema, compression="zstd", compression_level=1,
+                write_statistics=True, use_dictionary=True,
+            )
+        self._writer.write_table(table, row_group_size=1 << 20)
+
+    def close(self) -> str | None:
+        """Finish the file; returns its sha256 (None when nothing was written)."""
+        if self._writer is None:
+            return None
+        self._writer.close()
+        self._writer = None
+        digest = hashlib.sha256()
+        assert self.path is not None
+        with open(self.path, "rb") as fh:
+            while block := fh.read(1 << 22):
+                digest.update(block)
+        return digest.hexdigest()
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:  # noqa: BLE001 - the staged file is removed anyway
+                pass
+            self._writer = None
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
