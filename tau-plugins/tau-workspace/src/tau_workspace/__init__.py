@@ -1,0 +1,1 @@
+"""The ``tau workspace`` command root."""
