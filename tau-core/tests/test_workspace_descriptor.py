@@ -164,7 +164,7 @@ def test_discovery_walks_up_to_the_git_boundary(tmp_path):
     inner = outer / "nested-repo"
     (inner / ".git").mkdir(parents=True)
     assert find_descriptor(inner) is None
-    with pytest.raises(NotFoundError, match="expected tau/workspace.connection.yaml between"):
+    with pytest.raises(NotFoundError, match=r"expected tau/workspace\.connection\.yaml between"):
         require_descriptor(inner)
 
 

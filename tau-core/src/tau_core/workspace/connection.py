@@ -107,8 +107,8 @@ class ConnectionStore:
         self.root = root or config_dir()
 
     def state_path(self, descriptor: ConnectionDescriptor) -> Path:
-        repo = str(descriptor.repository_root.resolve())
-        return self.root / "connections" / f"{descriptor.workspace}-{_h(repo)}-{_h(str(descriptor.path.resolve()))}.json"
+        repo, path = str(descriptor.repository_root.resolve()), str(descriptor.path.resolve())
+        return self.root / "connections" / f"{descriptor.workspace}-{_h(repo)}-{_h(path)}.json"
 
     def kubeconfig_path(self, descriptor: ConnectionDescriptor, fingerprint: str) -> Path:
         context = descriptor.context_name or "local"
@@ -190,25 +190,23 @@ def connect(
 
     isolated, fingerprint = _isolate(descriptor, env)
     state = store.load(descriptor)
-    first_use = state is None
-    changed = (state is not None and (state.get("descriptor_digest") != descriptor.digest
-                                      or state.get("access_fingerprint") != fingerprint))
-    fresh = (state is not None and not changed and not force_verify
-             and now() - float(state.get("verified_at", 0)) < READINESS_TTL_SECONDS)
     kubeconfig = store.kubeconfig_path(descriptor, fingerprint)
-    if fresh and Path(str(state.get("kubeconfig_path", ""))).is_file():
-        return _connection_from_state(state, cached=True)
-
-    if first_use:
+    changed = False
+    if state is None:
         if not confirm(review_text(descriptor), "Approve and connect?"):
             raise TauError("workspace connection was not approved", hint="nothing was saved; rerun to review again")
-    elif changed:
-        what = ("Kubernetes context target changed" if state.get("access_fingerprint") != fingerprint
-                else "the workspace connection descriptor changed")
-        question = (f"Pin workspace {descriptor.workspace} on Kubernetes context {descriptor.context_name} "
-                    "for this repository?")
-        if not confirm(f"{what}.\n" + review_text(descriptor), question):
-            raise TauError("workspace connection change was not confirmed", hint="the previous pins were kept")
+    else:
+        target_changed = state.get("access_fingerprint") != fingerprint
+        changed = target_changed or state.get("descriptor_digest") != descriptor.digest
+        fresh = not changed and now() - float(state.get("verified_at", 0)) < READINESS_TTL_SECONDS
+        if fresh and not force_verify and Path(str(state.get("kubeconfig_path", ""))).is_file():
+            return _connection_from_state(state, cached=True)
+        if changed:
+            what = "Kubernetes context target changed" if target_changed else "the workspace descriptor changed"
+            question = (f"Pin workspace {descriptor.workspace} on Kubernetes context {descriptor.context_name} "
+                        "for this repository?")
+            if not confirm(f"{what}.\n" + review_text(descriptor), question):
+                raise TauError("workspace connection change was not confirmed", hint="the previous pins were kept")
 
     from tau_core.kube import write_private_kubeconfig
 
@@ -216,7 +214,7 @@ def connect(
     verified = _verify(descriptor, kubeconfig)
 
     pins = ("workspace_uid", "namespace", "queue", "service_account")
-    if state is not None and not changed and not first_use:
+    if state is not None and not changed:
         drift = {k: (state.get(k), verified[k]) for k in pins if state.get(k) not in (None, verified[k])}
         if drift:
             details = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in drift.items())
