@@ -47,7 +47,7 @@ RENDER_KINDS = ("Job", "RayJob", "RayService", "Deployment")
 RESOLVER_KINDS = ("project", "workspace-connection", "workspace-defaults", "workload-profile", "reference")
 
 #: Modules inside tau_core that implement hooks, registered like any third-party plugin.
-DEFAULT_PLUGINS: tuple[str, ...] = ()
+DEFAULT_PLUGINS: tuple[str, ...] = ("tau_core.builtin_plugins",)
 
 CORE_DIST = "tau-core"
 

@@ -1,0 +1,538 @@
+"""``LocalBackend``: the ``local`` execution backend (registered by ``tau_core.builtin_plugins``).
+
+Runs live in the local run registry (:mod:`tau_core.local.registry`); each is driven by its own
+supervisor process (:mod:`tau_core.local.supervisor`), so the CLI can exit, be interrupted or be
+killed at any time without affecting the run.  Every verb reads the registry, which makes
+``status``, ``logs``, ``get`` and ``cancel`` work from any shell.
+
+A run is addressed by its run id (``train-261202-134501-a3f2``, printed at submit) or by its target
+name, which means the newest local run of that target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
+from tau_core.lifecycle.base import (
+    ArtifactListing,
+    FailureReason,
+    LogOptions,
+    Phase,
+    RunRef,
+    RunStatus,
+    RunSummary,
+    SubmitRequest,
+    SubmitResult,
+)
+from tau_core.local import artifacts, oom, paths, publish
+from tau_core.local.env import build_plan
+from tau_core.local.registry import (
+    TERMINAL,
+    RunDir,
+    create_run_dir,
+    find_run,
+    iter_runs,
+    now_iso,
+    parse_iso,
+    write_json_atomic,
+)
+
+BACKEND = "local"
+KIND = "local"
+LOST_AFTER = 30.0  # seconds a run may stay Submitted without a supervisor before it counts as lost
+FOLLOW_INTERVAL = 0.05
+
+
+class LocalBackend:
+    """Supervised local processes behind the shared lifecycle interface."""
+
+    name = BACKEND
+
+    def __init__(self, env: Mapping[str, str] | None = None, **_options: Any) -> None:
+        self._env = env
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(os.environ if self._env is None else self._env)
+
+    # -- lookup ----------------------------------------------------------------------------
+    def find(self, name: str) -> RunDir | None:
+        """The local run called ``name`` (run id, or the newest run of that target), if any."""
+        return find_run(name, self.env)
+
+    def owns(self, name: str) -> bool:
+        """True when ``name`` is a local run: the lifecycle verbs dispatch such runs here."""
+        return self.find(name) is not None
+
+    def _run(self, ref: RunRef | str) -> RunDir:
+        name = ref if isinstance(ref, str) else ref.name
+        run = self.find(name)
+        if run is None:
+            raise NotFoundError(f"local run '{name}' not found in {paths.runs_root(self.env)}",
+                                hint="run `tau run list` to see local and cluster runs")
+        return run
+
+    def _record(self, run: RunDir) -> dict[str, Any]:
+        """The run record, after noticing a supervisor that disappeared without finishing."""
+        record = run.read()
+        if record.get("state") in TERMINAL:
+            return record
+        sup = record.get("supervisor") or {}
+        if sup.get("pid"):
+            lost = not oom.alive(sup.get("pid"), sup.get("start_ticks"))
+        else:
+            created = parse_iso(record.get("updated_at") or record.get("created_at")) or time.time()
+            lost = time.time() - created > LOST_AFTER
+        if not lost:
+            return record
+
+        def mark(r: dict[str, Any]) -> None:
+            if r.get("state") in TERMINAL:
+                return
+            detail = (f"the local supervisor (pid {sup.get('pid')}) is gone; the run was interrupted "
+                      "(machine restart or killed supervisor)" if sup.get("pid")
+                      else "the local supervisor never started")
+            r["state"] = "Failed"
+            r["reason"] = FailureReason.EVICTED.value
+            r["message"] = detail
+            r["finished_at"] = now_iso()
+            r.setdefault("transitions", []).append({"state": "Failed", "at": r["finished_at"], "detail": detail})
+            child = r.get("child") or {}
+            if child.get("pgid") and oom.alive(child.get("pid"), child.get("start_ticks")):
+                r["message"] += f"; its process group {child['pgid']} is still running (tau run cancel stops it)"
+
+        return run.update(mark)
+
+    # -- submit ----------------------------------------------------------------------------
+    def submit(self, request: SubmitRequest) -> SubmitResult:
+        env = self.env
+        run_id = paths.new_run_id(request.name or "run")
+        plan = build_plan(request, run_id, env)
+        run = create_run_dir(run_id, env)
+        write_json_atomic(run.request_file, plan, mode=0o600)
+        max_attempts = 1 + int(plan["retry"]["max_retries"])
+        created = now_iso()
+        write_json_atomic(run.run_file, {
+            "schema": "tau.local.run.v1", "run_id": run_id, "name": request.name, "engine": plan["engine"],
+            "created_at": created, "updated_at": created, "state": "Submitted",
+            "transitions": [{"state": "Submitted", "at": created, "detail": f"registered in {run.path}"}],
+            "config_path": plan["config_path"], "config_hash": request.config_hash,
+            "submission_id": request.submission_id, "output_dir": plan["output_dir"], "cwd": plan["cwd"],
+            "log_path": str(run.log_file), "attempts": [], "max_attempts": max_attempts,
+            "memory_limit": plan["memory_limit"], "history": plan["history"],
+            "pending": {"attempt": 1},
+        })
+        run.log_file.touch()
+        self._spawn(run, env)
+        notes = [f"local run {run_id} started", f"output: {plan['output_dir']}"]
+        if request.config.get("runtime", {}) and (request.config.get("runtime") or {}).get("image"):
+            notes.append("runtime.image is not used locally: the run uses this Python environment")
+        return SubmitResult(ref=RunRef(name=run_id, backend=BACKEND), created=True, message="; ".join(notes))
+
+    def _spawn(self, run: RunDir, env: Mapping[str, str]) -> None:
+        with open(run.supervisor_log, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tau_core.local.supervisor", str(run.path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(run.path),
+                env=dict(env), start_new_session=True, close_fds=True)
+        code = proc.wait()  # the supervisor forks and its parent exits at once
+        if code != 0:
+            raise TauError(f"the local supervisor for {run.run_id} failed to start (exit code {code})",
+                           hint=f"see {run.supervisor_log}")
+
+    # -- status ----------------------------------------------------------------------------
+    def status(self, ref: RunRef) -> RunStatus:
+        run = self._run(ref)
+        record = self._record(run)
+        from tau_core.local.evidence import read_evidence
+
+        evidence = read_evidence(run)
+        return build_status(run, record, evidence)
+
+    def wait(self, ref: RunRef, timeout: float | None = None, interval: float = 0.2) -> RunStatus:
+        """Block until the run is terminal and its evidence is written (or ``timeout``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            st = self.status(ref)
+            if st.terminal and (st.extra.get("evidence_done") or not st.extra.get("supervisor_alive")):
+                return st
+            if deadline is not None and time.monotonic() >= deadline:
+                return st
+            time.sleep(interval)
+
+    # -- list ------------------------------------------------------------------------------
+    def list(self, *, namespace: str | None = None, queue: str | None = None,
+             include_external: bool = False) -> list[RunSummary]:
+        if queue:
+            return []  # local runs are not queued in a Kueue LocalQueue
+        rows: list[tuple[str, RunSummary]] = []
+        for run in iter_runs(self.env):
+            try:
+                record = self._record(run)
+            except NotFoundError:
+                continue
+            state = str(record.get("state", "?"))
+            if state == "Failed" and record.get("reason"):
+                state = f"Failed ({record['reason']})"
+            created = str(record.get("created_at", ""))
+            rows.append((created, RunSummary(ref=RunRef(name=run.run_id, backend=BACKEND), kind=KIND, state=state,
+                                             queue=None, created=created, external=False)))
+        rows.sort(key=lambda r: r[0], reverse=True)
+        return [summary for _, summary in rows]
+
+    # -- logs ------------------------------------------------------------------------------
+    def logs(self, ref: RunRef, options: LogOptions) -> Iterator[str]:
+        run = self._run(ref)
+        if options.container or options.all_containers or options.previous:
+            raise UsageError("container selection and --previous apply to cluster Jobs; a local run has one log",
+                             hint=f"run `tau logs {run.run_id}`")
+        return self._log_lines(run, options)
+
+    def _log_lines(self, run: RunDir, options: LogOptions) -> Iterator[str]:
+        path = run.log_file
+        tail = options.tail
+        with open(path, "rb") as fh:
+            if tail is None or tail < 0:
+                start = 0
+            elif tail == 0:
+                start = fh.seek(0, os.SEEK_END)
+            else:
+                start = _tail_offset(fh, tail)
+            fh.seek(start)
+            pending = b""
+            while True:
+                chunk = fh.read(65536)
+                if chunk:
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        yield _format_line(line, options.timestamps)
+                    continue
+                if not options.follow:
+                    break
+                if self._finished(run):
+                    rest = fh.read()
+                    if rest:
+                        pending += rest
+                        *lines, pending = pending.split(b"\n")
+                        for line in lines:
+                            yield _format_line(line, options.timestamps)
+                        continue
+                    break
+                time.sleep(FOLLOW_INTERVAL)
+            if pending:
+                yield _format_line(pending, options.timestamps)
+
+    def _finished(self, run: RunDir) -> bool:
+        record = self._record(run)
+        if record.get("state") not in TERMINAL:
+            return False
+        sup = record.get("supervisor") or {}
+        # the supervisor writes its last log line after the terminal state; wait for it to exit
+        return bool(record.get("evidence_done")) or not oom.alive(sup.get("pid"), sup.get("start_ticks"))
+
+    # -- get -------------------------------------------------------------------------------
+    def output_root(self, ref: RunRef) -> Path:
+        run = self._run(ref)
+        record = self._record(run)
+        output = Path(str(record.get("output_dir")))
+        publication = next((a.get("publication_id") for a in reversed(record.get("attempts") or [])
+                            if a.get("publication_id") and a.get("state") == "Succeeded"), None)
+        request = run.request()
+        if request.get("staged"):
+            if publication is None:
+                raise NotFoundError(f"local run '{run.run_id}' has no completed staged publication yet",
+                                    hint="staged files are published when the run succeeds; "
+                                         f"check `tau run status {run.run_id}`")
+            if not publish.is_complete(output, publication):
+                raise NotFoundError(f"the staged publication {publication} of '{run.run_id}' is incomplete "
+                                    "(no completion marker)", hint="commands only return a completed set")
+            return publish.generation_dir(output, publication)
+        if not output.is_dir():
+            raise NotFoundError(f"local run '{run.run_id}' has not written its output directory {output} yet",
+                                hint=f"check `tau run status {run.run_id}`")
+        return output
+
+    def get(self, ref: RunRef, artifact: str | None = None) -> ArtifactListing | bytes:
+        if artifact is not None:
+            artifacts.check_relative(artifact)  # refuse hostile paths before touching the registry
+        root = self.output_root(ref)
+        if artifact is None:
+            return ArtifactListing(root=str(root), entries=artifacts.listing(root))
+        target = artifacts.resolve(root, artifact)
+        if target.is_dir():
+            return ArtifactListing(root=str(target), entries=artifacts.listing(root, target))
+        return target.read_bytes()
+
+    # -- cancel ----------------------------------------------------------------------------
+    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0) -> None:
+        run = self._run(ref)
+        record = self._record(run)
+        if record.get("state") in TERMINAL:
+            child = record.get("child") or {}
+            if child.get("pgid") and oom.alive(child.get("pid"), child.get("start_ticks")):
+                _killpg(int(child["pgid"]), signal.SIGKILL)  # an orphan of a lost supervisor
+            return
+        grace = max(0.5, min(10.0, timeout / 2))
+        write_json_atomic(run.cancel_file, {"requested_at": now_iso(), "grace_seconds": grace})
+        sup = record.get("supervisor") or {}
+        if sup.get("pid") and oom.alive(sup.get("pid"), sup.get("start_ticks")):
+            try:
+                os.kill(int(sup["pid"]), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        if not wait:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._record(run).get("state") in TERMINAL:
+                return
+            time.sleep(0.1)
+        child = (run.read().get("child") or {})
+        raise TauError(f"local run '{run.run_id}' is still stopping after {timeout:g}s",
+                       hint=f"stop it by hand: kill -KILL -{child.get('pgid', '<pgid>')}")
+
+    # -- retry / resume --------------------------------------------------------------------
+    def retry(self, ref: RunRef, request: SubmitRequest, *, attempt: int, reason: FailureReason) -> SubmitResult:
+        """Start attempt ``attempt`` of a failed run (the supervisor already retries on its own)."""
+        run = self._run(ref)
+        record = self._record(run)
+        if record.get("state") not in TERMINAL:
+            raise ConflictError(f"local run '{run.run_id}' is still running; it retries on its own",
+                                hint=f"follow it with `tau run status {run.run_id} --watch`")
+        plan = self._replan(run, request, record)
+        plan["retry"]["auto"] = False
+        return self._restart(run, plan, {"attempt": len(record.get("attempts") or []) + 1,
+                                         "retry_reason": reason.value, "retry_attempt": attempt,
+                                         "resume_from": plan["checkpoint_path"]},
+                             f"retry attempt {attempt} ({reason.value})")
+
+    def resume(self, ref: RunRef, request: SubmitRequest, *, from_dir: str | None = None,
+               force: bool = False, dry_run: bool = False) -> SubmitResult:
+        run = self._run(ref)
+        record = self._record(run)
+        state, reason = record.get("state"), str(record.get("reason") or "")
+        name = run.run_id
+        if state not in TERMINAL:
+            raise ConflictError(f"local run '{name}' is still running — cancel it first",
+                                hint=f"tau run cancel {name}")
+        if state == "Succeeded":
+            raise ConflictError(f"local run '{name}' completed successfully — nothing to resume")
+        if state == "Failed":
+            if reason not in ("OOMKilled", "Preempted", "Evicted"):
+                raise TauError(f"local run '{name}' failed with non-retryable reason {reason or 'Unknown'} — "
+                               "inspect logs/status before resubmitting manually",
+                               hint=f"tau run logs {name}; fix the cause, then `tau run` it again")
+            if reason == "OOMKilled" and not force:
+                raise TauError(f"local run '{name}' was OOMKilled; resuming unchanged would likely fail the same way",
+                               hint="raise compute.memory_limit or shrink the workload, then pass --force")
+        if from_dir is not None and not str(from_dir).startswith("/"):
+            raise UsageError(f"--from {from_dir!r} must be an absolute path")
+        plan = self._replan(run, request, record)
+        source = str(paths.map_container_path(from_dir, self.env)) if from_dir else plan["checkpoint_path"]
+        notes = [f"resuming local run {name} from {source}"]
+        old_hash = record.get("config_hash") or ""
+        if request.config_hash and old_hash and request.config_hash != old_hash:
+            notes.append(f"warning: config hash changed ({old_hash[:8]} → {request.config_hash[:8]}) since the "
+                         "original submission")
+        if not Path(source).exists():
+            notes.append(f"warning: checkpoint directory {source} does not exist")
+        if dry_run:
+            return SubmitResult(ref=RunRef(name=name, backend=BACKEND), created=False,
+                                message="dry run: " + "; ".join(notes))
+        result = self._restart(run, plan, {"attempt": len(record.get("attempts") or []) + 1, "resume_from": source},
+                               f"resume from {source}")
+        result.message = "; ".join(notes)
+        return result
+
+    def _replan(self, run: RunDir, request: SubmitRequest, record: dict[str, Any]) -> dict[str, Any]:
+        plan = build_plan(request, run.run_id, self.env)
+        plan["output_dir"] = record.get("output_dir") or plan["output_dir"]
+        return plan
+
+    def _restart(self, run: RunDir, plan: dict[str, Any], pending: dict[str, Any], why: str) -> SubmitResult:
+        write_json_atomic(run.request_file, plan, mode=0o600)
+        run.cancel_file.unlink(missing_ok=True)
+
+        def change(r: dict[str, Any]) -> None:
+            r["pending"] = pending
+            r["state"] = "Submitted"
+            for key in ("reason", "message", "exit_code", "signal", "finished_at", "supervisor", "evidence_done"):
+                r.pop(key, None)
+            r.setdefault("transitions", []).append({"state": "Submitted", "at": now_iso(), "detail": why})
+            r["config_hash"] = plan.get("config_hash") or r.get("config_hash")
+
+        run.update(change)
+        self._spawn(run, self.env)
+        return SubmitResult(ref=RunRef(name=run.run_id, backend=BACKEND), created=True, message=why)
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail_offset(fh: Any, lines: int) -> int:
+    """Offset of the start of the last ``lines`` lines of a binary file."""
+    end = fh.seek(0, os.SEEK_END)
+    pos, found = end, 0
+    # a trailing newline terminates the last line rather than starting an empty one
+    if end > 0:
+        fh.seek(end - 1)
+        if fh.read(1) == b"\n":
+            pos = end - 1
+    while pos > 0:
+        size = min(65536, pos)
+        pos -= size
+        fh.seek(pos)
+        block = fh.read(size)
+        for i in range(len(block) - 1, -1, -1):
+            if block[i] == 0x0A:
+                found += 1
+                if found == lines:
+                    return pos + i + 1
+    return 0
+
+
+def _format_line(raw: bytes, timestamps: bool) -> str:
+    text = raw.decode("utf-8", "replace")
+    if timestamps:
+        return text
+    stamp, sep, rest = text.partition(" ")
+    return rest if sep and stamp.endswith("Z") and stamp[:4].isdigit() else text
+
+
+def _elapsed(start: str | None, end: str | None = None) -> float | None:
+    a = parse_iso(start)
+    if a is None:
+        return None
+    b = parse_iso(end) if end else time.time()
+    return None if b is None else max(0.0, b - a)
+
+
+def _transition_at(record: dict[str, Any], state: str) -> str | None:
+    for t in reversed(record.get("transitions") or []):
+        if t.get("state") == state:
+            return str(t.get("at"))
+    return None
+
+
+def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) -> RunStatus:
+    state = str(record.get("state"))
+    terminal = state in TERMINAL
+    attempts = record.get("attempts") or []
+    max_attempts = int(record.get("max_attempts") or 1)
+    attempt = int(record.get("attempt") or len(attempts) or 1)
+    sup = record.get("supervisor") or {}
+    sup_alive = bool(sup.get("pid")) and oom.alive(sup.get("pid"), sup.get("start_ticks"))
+    name = run.run_id
+    phases: list[Phase] = [Phase("Submitted", "done", f"local run {name} registered",
+                                 elapsed_seconds=_elapsed(record.get("created_at"), _transition_at(record, "Started")))]
+    if sup.get("pid"):
+        phases.append(Phase("Started", "done", f"supervisor pid {sup['pid']}"
+                            + ("" if sup_alive or terminal else " (gone)")))
+    elif terminal:
+        phases.append(Phase("Started", "warning", "the supervisor never started", hint=f"see {run.supervisor_log}"))
+    else:
+        phases.append(Phase("Started", "pending", "waiting for the supervisor"))
+
+    child = record.get("child") or {}
+    if state == "Running":
+        phases.append(Phase("Running", "active", f"attempt {attempt}/{max_attempts}, pid {child.get('pid')}",
+                            elapsed_seconds=_elapsed(record.get("started_at"))))
+    elif state == "BackingOff":
+        phases.append(Phase("Running", "warning", str(record.get("message", "")),
+                            hint="the supervisor retries automatically (resilience.*)"))
+    elif attempts:
+        total = sum(filter(None, (_elapsed(a.get("started_at"), a.get("finished_at")) for a in attempts)))
+        phases.append(Phase("Running", "done", f"ran {len(attempts)} attempt(s)", elapsed_seconds=total))
+    elif terminal:
+        phases.append(Phase("Running", "skipped", "no attempt ran"))
+    else:
+        phases.append(Phase("Running", "pending", "not started"))
+
+    message = str(record.get("message") or "")
+    if state == "Succeeded":
+        phases.append(Phase("Completed", "done", message or "exit code 0"))
+    elif state == "Failed":
+        phases.append(Phase("Failed", "warning", f"{record.get('reason') or 'Unknown'}: {message}",
+                            hint=f"tau run logs {name} --tail 50"))
+    elif state == "Cancelled":
+        phases.append(Phase("Cancelled", "warning", message or "cancelled"))
+    else:
+        phases.append(Phase("Completed", "pending", "running"))
+
+    history = record.get("history") or []
+    if not history:
+        phases.append(Phase("Evidence", "skipped", "no metrics.history in the config"))
+    else:
+        rows = int(evidence.get("rows") or 0)
+        chunks = len(evidence.get("imported") or {})
+        store = evidence.get("store", "")
+        if evidence.get("unavailable"):
+            phases.append(Phase("Evidence", "warning", f"not imported: {evidence['unavailable']}",
+                                hint="pip install taugrid-portal, then re-run to collect evidence"))
+        elif evidence.get("error"):
+            phases.append(Phase("Evidence", "warning", f"{rows} rows from {chunks} chunk(s); {evidence['error']}"))
+        elif terminal and record.get("evidence_done"):
+            detail = f"{rows} rows from {chunks} chunk(s) in {store}"
+            detail += "; terminal tau/run_status marker written" if evidence.get("marker") else ""
+            if evidence.get("stellar"):
+                detail += f"; Stellar: {evidence['stellar']}"
+            phases.append(Phase("Evidence", "done" if evidence.get("marker") else "warning", detail,
+                                hint=None if evidence.get("stellar") else evidence.get("stellar_error")))
+        elif chunks or state == "Running":
+            phases.append(Phase("Evidence", "active", f"{rows} rows from {chunks} chunk(s) imported into {store}"))
+        else:
+            phases.append(Phase("Evidence", "pending", "waiting for metric chunks"))
+
+    failure: FailureReason | None
+    if state == "Succeeded":
+        failure = FailureReason.COMPLETED
+    elif state == "Failed":
+        try:
+            failure = FailureReason.parse(str(record.get("reason") or "Unknown"))
+        except ValueError:
+            failure = FailureReason.UNKNOWN
+    elif state == "Cancelled":
+        failure = FailureReason.UNKNOWN
+    else:
+        failure = FailureReason.RUNNING
+    last = attempts[-1] if attempts else {}
+    extra = {
+        "backend": BACKEND, "state": state, "run_dir": str(run.path), "output_dir": record.get("output_dir"),
+        "log_path": record.get("log_path"), "exit_code": record.get("exit_code", last.get("exit_code")),
+        "signal": record.get("signal", last.get("signal")), "pid": child.get("pid"),
+        "supervisor_pid": sup.get("pid"), "supervisor_alive": sup_alive,
+        "evidence_done": bool(record.get("evidence_done")), "stellar": evidence.get("stellar"),
+        "store": evidence.get("store"), "created_at": record.get("created_at"),
+        "finished_at": record.get("finished_at"), "name": record.get("name"),
+        "attempts": attempts, "transitions": record.get("transitions") or [],
+    }
+    return RunStatus(
+        ref=RunRef(name=name, backend=BACKEND), kind=KIND, phases=phases, terminal=terminal,
+        succeeded=state == "Succeeded", failure=failure,
+        attempt=attempt if (max_attempts > 1 or len(attempts) > 1) else None,
+        max_attempts=max_attempts if (max_attempts > 1 or len(attempts) > 1) else None,
+        message=message, extra=extra)
+
+
+def read_cancel(run: RunDir) -> dict[str, Any]:
+    try:
+        return dict(json.loads(run.cancel_file.read_text()))
+    except (OSError, ValueError):
+        return {}
