@@ -1,0 +1,178 @@
+"""Click commands for Stellar: ``stellar`` (alias ``dashboard``), ``serve`` and ``open``.
+
+The ``experiment`` group adds these commands. Import-light on purpose: polars, jinja2,
+starlette and uvicorn load only inside the command that runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tau_core.errors import UsageError
+
+STORE_HELP = "Experiment store directory (default: $TAU_EXP_STORE, or $TAU_EXP_STORE_ROOT/<context>/<team>/<project>)."
+
+
+def _store_path(ctx: click.Context, explicit: str | None) -> Path:
+    """``--store`` on this command, else the group's ``--store``, else the environment."""
+    from taugrid_portal.store import resolve_store
+
+    if not explicit:
+        for holder in (ctx.find_object(dict), ctx.obj):
+            if isinstance(holder, dict) and holder.get("store"):
+                explicit = str(holder["store"])
+                break
+            value = getattr(holder, "store", None)
+            if isinstance(value, (str, Path)) and str(value):
+                explicit = str(value)
+                break
+    return resolve_store(explicit)
+
+
+def _open(path: Path) -> Any:
+    from taugrid_portal.store import ExperimentStore
+
+    return ExperimentStore.open(path)
+
+
+def _write_out(text: str, out: str | None) -> None:
+    if out is None:
+        click.echo(text)
+        return
+    from taugrid_portal.store._util import atomic_write_bytes
+
+    target = Path(out)
+    if target.is_dir():
+        raise UsageError(f"--out {out} is a directory", hint="pass a file name such as stellar.html")
+    if not target.parent.exists():
+        raise UsageError(f"--out {out}: directory {target.parent} does not exist")
+    atomic_write_bytes(target, text.encode("utf-8"))
+    click.echo(f"wrote {target} ({target.stat().st_size} bytes)", err=True)
+
+
+@click.command(
+    "stellar",
+    epilog="""\b
+Examples:
+  taugrid-portal experiment stellar ray-plus-stellar --out stellar.html
+  taugrid-portal experiment stellar run-042 -o tui
+  taugrid-portal experiment stellar sweep -o json --max-points 500 | jq .charts[0].series[0].rendered_points
+""",
+)
+@click.argument("target")
+@click.option("-o", "--output", type=click.Choice(["html", "json", "tui"]), default="html", show_default=True,
+              help="html: a self-contained page (no network needed); json: the snapshot the page is built "
+              "from; tui: a terminal summary.")
+@click.option("--out", "out", metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
+@click.option("--metric", help="Primary metric (charted first). Default: the first known outcome metric.")
+@click.option("--max-points", type=int, metavar="N",
+              help="Display points per series (1..12000). Default: 1200, less when the page has many series.")
+@click.option("--store", "store", metavar="DIR", help=STORE_HELP)
+@click.pass_context
+def stellar(ctx: click.Context, target: str, output: str, out: str | None, metric: str | None,
+            max_points: int | None, store: str | None) -> None:
+    """Build a Stellar dashboard for an experiment, run group or run.
+
+    TARGET is resolved as a run group, then a run, then an experiment. Charts show every
+    metric across the target's runs with hover values, zoom, log scale, smoothing and a run
+    filter; the run table shows state, summaries, config, artifacts, the command and the output
+    directory. Points are downsampled deterministically for display ("N of M points shown");
+    the store keeps the full history.
+    """
+    from .snapshot import build_snapshot, to_json
+
+    if output == "html":
+        from .html import vendor_assets
+
+        vendor_assets()  # fail before any work when the chart bundle is missing
+    with _open(_store_path(ctx, store)) as s:
+        snap = build_snapshot(s, target, metric=metric, max_points=max_points)
+    if output == "json":
+        text = to_json(snap)
+    elif output == "tui":
+        from .tui import render_tui
+
+        text = render_tui(snap)
+    else:
+        from .html import render_html
+
+        text = render_html(snap)
+    _write_out(text, out)
+
+
+@click.command(
+    "serve",
+    epilog="""\b
+Examples:
+  taugrid-portal experiment serve --port 8080
+  taugrid-portal experiment serve --default-target sweep
+  curl -s 'http://127.0.0.1:8080/api/stellar/snapshot?target=sweep' | jq .summary
+""",
+)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind. The server is read-only but has no authentication: keep it on loopback.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port (0 picks a free one).")
+@click.option("--default-target", metavar="NAME", help="Redirect / to this target's page.")
+@click.option("--store", "store", metavar="DIR", help=STORE_HELP)
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, default_target: str | None, store: str | None) -> None:
+    """Serve Stellar read-only over HTTP (/stellar, /api/stellar/snapshot, /api/stellar/series, /healthz)."""
+    from .server import bind, serve as run_server, url_for
+
+    path = _store_path(ctx, store)
+    _open(path).close()  # a missing or damaged store fails here, with its hint
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        click.echo(f"warning: binding {host} exposes the store to the network without authentication", err=True)
+    sock = bind(host, port)
+    click.echo(f"serving taugrid-portal experiment stellar at {url_for(sock)} (store={path})", err=True)
+    try:
+        run_server(sock, path, default_target=default_target)
+    finally:
+        sock.close()
+
+
+@click.command(
+    "open",
+    epilog="""\b
+Examples:
+  taugrid-portal experiment open ray-plus-stellar
+  taugrid-portal experiment open sweep --port 8080 --no-browser
+""",
+)
+@click.argument("target")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port (0 picks a free one).")
+@click.option("--metric", help="Primary metric for the page.")
+@click.option("--browser/--no-browser", default=True, show_default=True, help="Open the default browser.")
+@click.option("--store", "store", metavar="DIR", help=STORE_HELP)
+@click.pass_context
+def open_(ctx: click.Context, target: str, host: str, port: int, metric: str | None, browser: bool,
+          store: str | None) -> None:
+    """Serve Stellar and open TARGET's page in the default browser (prints the URL)."""
+    import threading
+    import webbrowser
+    from urllib.parse import urlencode
+
+    from .server import bind, serve as run_server, url_for
+
+    path = _store_path(ctx, store)
+    with _open(path) as s:
+        s.resolve_target(target)  # unknown targets fail now, with suggestions
+    sock = bind(host, port)
+    query = {"target": target, **({"metric": metric} if metric else {})}
+    url = url_for(sock, "/stellar?" + urlencode(query))
+    click.echo(url)
+    click.echo(f"opened taugrid-portal experiment stellar at {url} (Ctrl-C stops the server)", err=True)
+    if browser:
+        threading.Timer(0.3, lambda: webbrowser.open(url)).start()
+    try:
+        run_server(sock, path)
+    finally:
+        sock.close()
+
+
+open_.name = "open"
+COMMANDS = (stellar, serve, open_)

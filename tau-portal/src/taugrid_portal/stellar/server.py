@@ -1,0 +1,227 @@
+"""The read-only Stellar HTTP server (starlette + uvicorn).
+
+Routes (GET/HEAD only; there are no write routes):
+
+* ``/``                       service description (or a redirect to the default target's page)
+* ``/healthz``                ``{ok, store_path, source}``; 503 when the store cannot be opened
+* ``/stellar?target=…``       the Stellar page (same HTML as ``stellar -o html``, plus zoom detail)
+* ``/api/stellar/snapshot``   the snapshot JSON (``target`` required; ``metric``, ``max_points``)
+* ``/api/stellar/series``     one metric's series (``target``, ``metric`` required; ``run_id``,
+                              ``start_step``, ``end_step``, ``max_points`` 1..12000, default 8000)
+
+Every response carries ``X-Content-Type-Options: nosniff``, ``X-Frame-Options: DENY`` and a
+``frame-ancestors 'none'`` policy. Errors are JSON ``{error, code, detail, status}``. The server
+binds 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tau_core.errors import ConfigError, NotFoundError, TauError, UsageError
+
+DEFAULT_HOST = "127.0.0.1"
+SERIES_DEFAULT_POINTS = 8000
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"content-security-policy", b"frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
+]
+ENDPOINTS = ["/healthz", "/stellar?target=NAME", "/api/stellar/snapshot?target=NAME",
+             "/api/stellar/series?target=NAME&metric=METRIC"]
+
+
+class SecurityHeaders:
+    """ASGI middleware: the security headers on every HTTP response, errors included."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                headers = list(message.get("headers", []))
+                headers += [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _error(status: int, code: str, detail: str, hint: str | None = None) -> Any:
+    from starlette.responses import JSONResponse
+
+    phrases = {400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
+               503: "Service Unavailable"}
+    body: dict[str, Any] = {"error": phrases.get(status, "Error"), "code": code, "detail": detail, "status": status}
+    if hint:
+        body["hint"] = hint
+    return JSONResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _int_param(params: Any, name: str, default: int | None = None) -> int | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise UsageError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def create_app(store_path: str | Path, *, default_target: str | None = None) -> Any:
+    """The ASGI app serving one store read-only."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+    from starlette.routing import Route
+
+    from taugrid_portal.store import ExperimentStore
+
+    from .html import render_html
+    from .snapshot import build_series, build_snapshot, to_json
+
+    root = Path(store_path)
+    state: dict[str, Any] = {"store": None}
+    lock = threading.Lock()
+
+    def store() -> Any:
+        with lock:
+            if state["store"] is None:
+                state["store"] = ExperimentStore.open(root)
+            return state["store"]
+
+    def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            try:
+                return handler(request)
+            except NotFoundError as exc:
+                return _error(404, "NOT_FOUND", exc.message, exc.hint)
+            except UsageError as exc:
+                return _error(400, "INVALID_ARGUMENT", exc.message, exc.hint)
+            except ConfigError as exc:
+                return _error(503, "SOURCE_UNAVAILABLE", exc.message, exc.hint)
+            except TauError as exc:
+                return _error(400, "INVALID_ARGUMENT", exc.message, exc.hint)
+            except Exception as exc:  # a bug: report it without leaking a traceback to the client
+                print(f"stellar: internal error on {request.url.path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                return _error(500, "INTERNAL", "internal error while building the response; see the server log")
+
+        return endpoint
+
+    def required(request: Request, name: str) -> str:
+        value = request.query_params.get(name, "").strip()
+        if not value:
+            raise UsageError(f"{name} query parameter is required")
+        return value
+
+    def index(request: Request) -> Response:
+        if default_target:
+            from urllib.parse import urlencode
+
+            return RedirectResponse("/stellar?" + urlencode({"target": default_target}), status_code=307)
+        return JSONResponse({"service": "tau.exp.stellar", "store_path": str(root), "source": "local",
+                             "read_only": True, "endpoints": ENDPOINTS})
+
+    def healthz(request: Request) -> Response:
+        try:
+            s = store()
+            s.query("SELECT 1 AS ok")
+        except TauError as exc:
+            return JSONResponse({"ok": False, "store_path": str(root), "source": "local", "error": exc.message},
+                                status_code=503)
+        return JSONResponse({"ok": True, "store_path": str(root), "source": "local"})
+
+    def page(request: Request) -> Response:
+        target = required(request, "target")
+        snap = build_snapshot(store(), target, metric=request.query_params.get("metric") or None,
+                              max_points=_int_param(request.query_params, "max_points"))
+        return HTMLResponse(render_html(snap, series_path="/api/stellar/series"),
+                            headers={"Cache-Control": "no-store"})
+
+    def snapshot(request: Request) -> Response:
+        target = required(request, "target")
+        snap = build_snapshot(store(), target, metric=request.query_params.get("metric") or None,
+                              max_points=_int_param(request.query_params, "max_points"))
+        return Response(to_json(snap, indent=None), media_type="application/json",
+                        headers={"Cache-Control": "no-store"})
+
+    def series(request: Request) -> Response:
+        target = required(request, "target")
+        metric = required(request, "metric")
+        params = request.query_params
+        detail = build_series(
+            store(), target, metric,
+            run_id=params.get("run_id") or None,
+            start_step=_int_param(params, "start_step"),
+            end_step=_int_param(params, "end_step"),
+            max_points=_int_param(params, "max_points", SERIES_DEFAULT_POINTS) or SERIES_DEFAULT_POINTS,
+        )
+        return Response(to_json(detail, indent=None), media_type="application/json",
+                        headers={"Cache-Control": "no-store"})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            return _error(405, "METHOD_NOT_ALLOWED", "this Stellar server is read-only; use GET")
+        if exc.status_code == 404:
+            return _error(404, "NOT_FOUND", f"no route {request.url.path}", "routes: " + ", ".join(ENDPOINTS))
+        return _error(exc.status_code, "HTTP_ERROR", str(exc.detail))
+
+    methods = ["GET", "HEAD"]
+    routes = [
+        Route("/", guarded(index), methods=methods),
+        Route("/healthz", healthz, methods=methods),
+        Route("/stellar", guarded(page), methods=methods),
+        Route("/api/stellar/snapshot", guarded(snapshot), methods=methods),
+        Route("/api/stellar/series", guarded(series), methods=methods),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    return SecurityHeaders(app)
+
+
+def bind(host: str = DEFAULT_HOST, port: int = 0) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0 picks a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                         hint="pick another --port (0 chooses a free one) or --host") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_for(sock: socket.socket, path: str = "") -> str:
+    host, port = sock.getsockname()[:2]
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{path}"
+
+
+def serve(sock: socket.socket, store_path: str | Path, *, default_target: str | None = None) -> None:
+    """Run uvicorn on ``sock`` until interrupted."""
+    import uvicorn
+
+    config = uvicorn.Config(create_app(store_path, default_target=default_target), log_level="warning",
+                            access_log=False, lifespan="off", server_header=False)
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
