@@ -1,0 +1,1 @@
+"""The ``tau run`` command root: config-first validation, rendering and submission."""

@@ -1,0 +1,74 @@
+"""Offline config verbs: ``tau run validate``, ``tau run schema``, ``tau run explain-config``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+import click
+
+from tau_core.output import emit, output_option
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("name", required=False)
+@click.option("-c", "--config", "config", type=click.Path(dir_okay=False, path_type=Path),
+              help="Config file to validate (default: tau.yaml, tau.yml or .tau.yaml).")
+@click.option("--project", help="Project in tau.projects.yaml (monorepos).")
+@output_option("table", "json")
+def validate(name: str | None, config: Path | None, project: str | None, output: str) -> None:
+    """Check a run config offline: schema, field rules and config-relative files.
+
+    Every problem is reported at once as FILE:LINE:COLUMN: FIELD: PROBLEM with a hint.
+    With --config, NAME overrides the config's name; without it, NAME may name a
+    target (tau/NAME.yaml).  Nothing talks to a cluster.
+
+    \b
+    Examples:
+      tau run validate --config tau/train.yaml
+      tau run validate train
+      tau run validate -c tau.yaml -o json
+    """
+    from tau_run.validation import run_validate
+
+    doc = run_validate(name=name, config=config, project=project, as_json=output == "json")
+    if output == "json":
+        emit(doc, "json")
+        if not doc["valid"]:
+            raise click.exceptions.Exit(1)
+    else:
+        click.echo(f"{doc['file']} is valid: {doc['name']} ({doc['engine']}{', inferred' if doc['engine_inferred'] else ''})")
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("-o", "--output", type=click.Choice(["json"]), default="json", show_default=True,
+              help="Output format (JSON Schema draft 2020-12).")
+def schema(output: str) -> None:
+    """Print the JSON Schema of the direct run config.
+
+    The schema is generated from the installed field catalog, the same catalog that
+    drives validation and explain-config: the installed CLI is the schema authority.
+
+    \b
+    Examples:
+      tau run schema -o json > tau-run-config.schema.json
+    """
+    from tau_core.config.schema import build_schema
+
+    click.echo(json.dumps(build_schema(), indent=2))
+
+
+@click.command("explain-config", context_settings=CONTEXT)
+def explain_config() -> None:
+    """Print the run config field reference as Markdown.
+
+    Every field with its type, status, engines, description, allowed values and default.
+
+    \b
+    Examples:
+      tau run explain-config | less
+    """
+    from tau_core.config.explain import explain_markdown
+
+    click.echo(explain_markdown(), nl=False)

@@ -1,0 +1,70 @@
+"""``tau run [TARGET]``: resolve, render, then print (client dry-run) or submit through a backend."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from tau_core.config.resolve import Resolution, RunOptions, resolve_run
+from tau_core.output import emit, info
+from tau_run.reporting import print_messages, print_warnings
+
+
+def resolve_and_render(options: RunOptions) -> tuple[Resolution, list[dict[str, Any]]]:
+    from tau_core.rendering import render
+
+    resolution = resolve_run(options)
+    objects = render(resolution.request)
+    return resolution, objects
+
+
+def run_target(options: RunOptions, output: str = "table") -> None:
+    resolution, objects = resolve_and_render(options)
+    print_warnings(resolution.validated.warnings)
+    print_messages(resolution.warnings)
+    if options.dry_run == "client":
+        if output == "json":
+            emit(objects if len(objects) > 1 else objects[0], "json")
+            return
+        from tau_run.dryrun import annotated_yaml
+
+        sys.stdout.write(annotated_yaml(objects, resolution))
+        return
+    submit(resolution, objects, options, output)
+
+
+def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOptions, output: str) -> None:
+    from tau_core.lifecycle import SubmitRequest, get_backend
+
+    req = resolution.request
+    backend_name = "local" if options.local else "kubernetes"
+    backend = get_backend(backend_name)
+    context = dict(req.context)
+    submit_request = SubmitRequest(
+        name=req.name,
+        config=req.config,
+        objects=objects,
+        context=context,
+        config_path=resolution.target.config_path,
+        config_hash=req.config_hash,
+        submission_id=req.submission_id,
+    )
+    if options.dry_run == "server":
+        info(f"server dry-run of {req.name} through the {backend_name} backend")
+    else:
+        info(f"submitting {req.name} ({resolution.validated.engine}) through the {backend_name} backend")
+    result = backend.submit(submit_request)
+    doc = {"run": result.ref.name, "namespace": result.ref.namespace, "backend": result.ref.backend,
+           "created": result.created, "message": result.message, "dry_run": options.dry_run}
+    if output == "json":
+        emit(doc, "json")
+        return
+    click.echo(f"Run: {result.ref.name}")
+    if result.ref.namespace:
+        click.echo(f"Namespace: {result.ref.namespace}")
+    if result.message:
+        click.echo(result.message)
+    if not options.dry_run:
+        click.echo(f"Next: tau run status {result.ref.name} --watch")

@@ -1,0 +1,66 @@
+"""``tau run validate``: find the file, validate it, and describe the outcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tau_core.config import ConfigValidationError, ManagedManifestError
+from tau_core.config.loader import display_path, load_yaml_file
+from tau_core.config.targets import Target, _target_file, resolve_target
+from tau_core.config.validate import validate_document
+from tau_run.reporting import fail_with_issues, print_warnings
+
+
+def find_config(name: str | None, config: Path | None, project: str | None) -> tuple[Target, str | None]:
+    """The file to validate and the name override."""
+    if config is not None:
+        target = resolve_target(name, config=config, project=project)
+        return target, name
+    if name is not None:
+        cwd = Path.cwd()
+        if _target_file(cwd, name) is not None or project is not None:
+            try:
+                return resolve_target(name, project=project), None
+            except Exception:  # noqa: BLE001 - fall back to the default file with NAME as the name
+                if project is not None:
+                    raise
+    return resolve_target(None, project=project), name
+
+
+def run_validate(*, name: str | None, config: Path | None, project: str | None, as_json: bool) -> dict[str, Any]:
+    target, override = find_config(name, config, project)
+    shown = display_path(target.config_path)
+    doc_out: dict[str, Any] = {"file": shown, "valid": False, "errors": [], "warnings": []}
+    try:
+        doc = load_yaml_file(target.config_path, display=shown)
+        validated = validate_document(doc, name_override=override, base_dir=target.config_path.resolve().parent)
+    except ConfigValidationError as exc:
+        if not as_json:
+            fail_with_issues(exc)
+        doc_out["errors"] = [_issue(i) for i in exc.issues]
+        doc_out["warnings"] = [_issue(i) for i in exc.warnings]
+        return doc_out
+    except ManagedManifestError as exc:
+        if not as_json:
+            raise
+        doc_out["errors"] = [{"file": shown, "line": 0, "column": 0, "path": "schema_version",
+                              "message": exc.message, "hint": exc.hint}]
+        doc_out["managed_workflow"] = True
+        return doc_out
+    if not as_json:
+        print_warnings(validated.warnings)
+    doc_out.update({
+        "valid": True,
+        "name": validated.name,
+        "engine": validated.engine,
+        "engine_inferred": validated.engine_inferred,
+        "config_hash": validated.config_hash,
+        "warnings": [_issue(i) for i in validated.warnings],
+    })
+    return doc_out
+
+
+def _issue(issue: Any) -> dict[str, Any]:
+    return {"file": issue.file, "line": issue.line, "column": issue.column, "path": issue.path,
+            "message": issue.message, "hint": issue.hint}
