@@ -72,6 +72,23 @@ class JobController:
     def __init__(self) -> None:
         self.enabled = True
 
+    def next_wakeup(self, cluster: Any) -> Any:
+        """When a finished Job's TTL or a running Job's active deadline expires next."""
+        current = u.now(cluster)
+        upcoming = []
+        for job in u.list_objects(cluster, "batch/v1", "Job"):
+            spec, status = job.get("spec") or {}, job.get("status") or {}
+            if job_finished(job):
+                ttl = spec.get("ttlSecondsAfterFinished")
+                done = u.parse_ts(status.get("completionTime")) or u.parse_ts(
+                    (u.find_condition(job, "Failed") or {}).get("lastTransitionTime"))
+                if ttl is not None and done is not None:
+                    upcoming.append(u.plus(done, float(ttl)))
+            elif spec.get("activeDeadlineSeconds") is not None and status.get("startTime"):
+                upcoming.append(u.plus(u.parse_ts(status["startTime"]), float(spec["activeDeadlineSeconds"])))
+        later = [t for t in upcoming if t > current]
+        return min(later) if later else None
+
     def reconcile(self, cluster: Any) -> bool:
         pods_by_owner: dict[str, list[dict[str, Any]]] = {}
         for pod in u.list_objects(cluster, "v1", "Pod"):

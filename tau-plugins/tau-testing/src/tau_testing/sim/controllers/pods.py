@@ -50,6 +50,7 @@ class _PodMemory:
     log_counts: dict[tuple[str, int], int] = field(default_factory=dict)
     restarted: dict[str, int] = field(default_factory=dict)
     terminated_logs: set[str] = field(default_factory=set)
+    marks: list[datetime] = field(default_factory=list)
 
 
 def main_container(pod_spec: dict[str, Any]) -> str:
@@ -104,6 +105,12 @@ class Kubelet:
                         logs.mark_terminated(memory.namespace, memory.name, container)
         return changed
 
+    def next_wakeup(self, cluster: Any) -> datetime | None:
+        """The next moment a pod's script changes something (lets ``advance`` stop there)."""
+        current = u.now(cluster)
+        upcoming = [m for memory in self._pods.values() for m in memory.marks if m > current]
+        return min(upcoming) if upcoming else None
+
     def _memory(self, cluster: Any, pod: dict[str, Any]) -> _PodMemory:
         uid = pod["metadata"]["uid"]
         memory = self._pods.get(uid)
@@ -135,6 +142,12 @@ class Kubelet:
         script = scripts_of(cluster).for_pod(pod)
         current = u.now(cluster)
         status, timeline_events, logs_plan = self._status_at(pod, script, memory, current, node)
+        if status.get("phase") in ("Succeeded", "Failed"):
+            memory.marks = []
+        else:
+            memory.marks = sorted({m for m in self._marks if m > current}
+                                  | {e[0] for e in timeline_events if e[0] > current}
+                                  | {when for plan in logs_plan for when, _ in plan[3] if when > current})
         changed = u.write_status_if_changed(cluster, pod, status)
         node_name = pod["spec"].get("nodeName")
         for when, ev_key, reason, message, ev_type, field_path in sorted(timeline_events, key=lambda e: e[0]):
@@ -165,7 +178,7 @@ class Kubelet:
         if logs is None:
             return False
         wrote = False
-        for container, run_index, _start, lines, end in plan:
+        for container, run_index, _start, lines, _end in plan:
             if run_index > 0 and memory.restarted.get(container, 0) < run_index:
                 logs.restart(memory.namespace, memory.name, container)
                 memory.restarted[container] = run_index
@@ -188,6 +201,8 @@ class Kubelet:
         ns, name = u.key(pod)
         uid = pod["metadata"]["uid"]
         t0 = memory.anchor
+        self._marks: list[datetime] = []
+        marks = self._marks
         evs: list[tuple[Any, ...]] = []
         plan: list[tuple[Any, ...]] = []
         status = copy.deepcopy(pod.get("status") or {})
@@ -218,6 +233,7 @@ class Kubelet:
         first = (regular_inits or sidecars or main_specs or [{}])[0]
         first_name = first.get("name", "")
         pull_end = u.plus(t0, script.pull_seconds)
+        marks.append(pull_end)
         waiting_reason: dict[str, tuple[str, str]] = {}
         if script.pull_error == "InvalidImageName":
             image = first.get("image", "")
@@ -243,6 +259,7 @@ class Kubelet:
                 evs.append((pull_end, f"pullerr:{image}", "Failed", "Error: ErrImagePull", "Warning", fp))
                 waiting_reason[first_name] = ("ErrImagePull", detail)
             backoff_at = u.plus(pull_end, PULL_BACKOFF_SECONDS)
+            marks.append(backoff_at)
             if current >= backoff_at:
                 evs.append((backoff_at, f"backoff:{image}", "BackOff", f'Back-off pulling image "{image}"', "Normal",
                             fp))
@@ -269,6 +286,7 @@ class Kubelet:
             cname = c["name"]
             fp = f"spec.initContainers{{{cname}}}"
             start, end = t, u.plus(t, script.init_seconds)
+            marks.append(end)
             base = self._container_base(c, uid)
             if current < start or not init_done:
                 base["state"] = {"waiting": {"reason": "PodInitializing"}}
@@ -290,6 +308,7 @@ class Kubelet:
             init_statuses.append(base)
             t = end
         run_start = t
+        marks.append(run_start)
         if pending_inits:
             u.set_condition(conditions, "Initialized", "False", "ContainersNotInitialized",
                             f"containers with incomplete status: [{' '.join(pending_inits)}]", t0, probe_times=True)
@@ -312,6 +331,16 @@ class Kubelet:
                                        and not self._restarts(restart_policy, runs[0])):
                 cut_at, cut_kind = None, None  # the pod finished before the disruption
         disrupted = cut_at is not None and current >= cut_at
+        if cut_at is not None:
+            marks.append(cut_at)
+        for run in runs:
+            marks.append(u.plus(run.start, script.ready_after))
+            if run.end is not None:
+                marks.append(run.end)
+        if runs and runs[-1].end is not None and self._restarts(restart_policy, runs[-1]):
+            nxt = self._next_start(runs)
+            if nxt is not None:
+                marks.append(nxt)
         if disrupted:
             runs = [r for r in runs if r.start < cut_at]
             if runs:
