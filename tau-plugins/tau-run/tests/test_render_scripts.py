@@ -1,0 +1,106 @@
+"""The generated shell and Python snippets, executed for real (bash, python3) in a temp dir."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tau_core import render_scripts as rs
+from tau_run.renderers.rayjob import _PAYLOAD_DECODER, payload_envelope
+
+
+def run_bash(script: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env={**os.environ, **(env or {})},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_staged_publication_publishes_verified_files_and_marker(tmp_path: Path) -> None:
+    stage, out = tmp_path / "stage", tmp_path / "out"
+    out.mkdir()
+    w = rs.Wrappers(output=str(out), staging_dir=str(stage), publication_id="pub123")
+    core = f"printf 'a' > {stage}/model.bin && printf 'b' > {stage}/.hidden"
+    proc = run_bash(rs.compose([], core, w), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    dest = out / ".tau-artifacts" / "pub123"
+    assert (dest / "model.bin").read_text() == "a" and (dest / ".hidden").read_text() == "b"
+    assert (dest / ".tau-artifacts-complete").read_text() == "complete pub123\n"
+    assert not list(dest.glob(".tau-publish-*"))
+
+
+def test_staged_publication_rejects_directories_and_skips_on_failure(tmp_path: Path) -> None:
+    stage, out = tmp_path / "stage", tmp_path / "out"
+    w = rs.Wrappers(output=str(out), staging_dir=str(stage), publication_id="p1")
+    proc = run_bash(rs.compose([], f"mkdir -p {stage}/subdir", w), tmp_path)
+    assert proc.returncode == 126 and "not a regular file" in proc.stderr
+    assert not (out / ".tau-artifacts" / "p1" / ".tau-artifacts-complete").exists()
+    proc = run_bash(rs.compose([], f"printf x > {stage}/f && (exit 3)", w), tmp_path)
+    assert proc.returncode == 3
+    stage2 = tmp_path / "stage2"
+    w = rs.Wrappers(output=str(out), staging_dir=str(stage2), publication_id="p1")
+    proc = run_bash(rs.compose([], f"printf x > {stage2}/.tau-artifacts-complete", w), tmp_path)
+    assert proc.returncode == 126 and "reserved name" in proc.stderr
+
+
+def test_staged_publication_refuses_to_overwrite_different_artifact(tmp_path: Path) -> None:
+    stage, out = tmp_path / "stage", tmp_path / "out"
+    dest = out / ".tau-artifacts" / "p2"
+    dest.mkdir(parents=True)
+    (dest / "m.bin").write_text("old")
+    w = rs.Wrappers(output=str(out), staging_dir=str(stage), publication_id="p2")
+    proc = run_bash(rs.compose([], f"printf new > {stage}/m.bin", w), tmp_path)
+    assert proc.returncode == 126 and "refusing to overwrite" in proc.stderr
+    assert (dest / "m.bin").read_text() == "old"
+
+
+def test_checkpoint_index_written_only_when_checkpoint_exists(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    w = rs.Wrappers(output=str(out), checkpoint="best/model.bin")
+    proc = run_bash(rs.compose([], "true", w), tmp_path)
+    assert proc.returncode == 1 and "was not written" in proc.stderr
+    proc = run_bash(rs.compose([], f"mkdir -p {out}/best && printf m > {out}/best/model.bin", w), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    index = json.loads((out / ".tau" / "checkpoint-artifact.json").read_text())
+    assert index == {"checkpoint": "best/model.bin", "path": f"{out}/best/model.bin"}
+
+
+def test_completion_file_records_exit_code(tmp_path: Path) -> None:
+    done = tmp_path / "complete"
+    w = rs.Wrappers(completion_file=str(done))
+    proc = run_bash(rs.compose([], "(exit 7)", w), tmp_path)
+    assert proc.returncode == 7
+    assert json.loads(done.read_text()) == {"exit_code": 7}
+
+
+def test_payload_decoder_unpacks_and_verifies(tmp_path: Path) -> None:
+    envelope = payload_envelope({"train.py": b"print(1)\n", "pkg/mod.py": b"X = 1\n"})
+    target = tmp_path / "script"
+    env = {"TAU_PAYLOAD_B64": base64.b64encode(envelope).decode(),
+           "TAU_PAYLOAD_DIGEST": hashlib.sha256(envelope).hexdigest(), "TAU_PAYLOAD_TARGET_DIR": str(target)}
+    proc = subprocess.run([sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (target / "train.py").read_text() == "print(1)\n" and (target / "pkg" / "mod.py").read_text() == "X = 1\n"
+    env["TAU_PAYLOAD_DIGEST"] = "0" * 64
+    proc = subprocess.run([sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "digest mismatch" in proc.stderr
+
+
+def test_payload_decoder_refuses_escaping_paths(tmp_path: Path) -> None:
+    envelope = payload_envelope({"../escape.py": b"x"})
+    target = tmp_path / "script"
+    env = {"TAU_PAYLOAD_B64": base64.b64encode(envelope).decode(),
+           "TAU_PAYLOAD_DIGEST": hashlib.sha256(envelope).hexdigest(), "TAU_PAYLOAD_TARGET_DIR": str(target)}
+    proc = subprocess.run([sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "escapes" in proc.stderr
+    assert not (tmp_path / "escape.py").exists()
+
+
+def test_payload_envelope_is_deterministic() -> None:
+    assert payload_envelope({"a": b"1", "b": b"2"}) == payload_envelope({"b": b"2", "a": b"1"})
