@@ -62,6 +62,10 @@ class Request:
     def json(self) -> Any:
         if not self.body:
             return None
+        if self.headers.get("content-type", "").startswith("application/vnd.kubernetes.protobuf"):
+            from tau_testing.sim.protobuf import decode
+
+            return decode(self.body)
         try:
             return json.loads(self.body)
         except ValueError as exc:
@@ -314,8 +318,63 @@ class ApiApp:
             if not types.in_group_version(parts[1], parts[2]):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             await response.json(200, self._resource_list(parts[1], parts[2]))
+        elif path == "/openapi/v3":
+            gvs = [("", "v1")] + [(g, v) for g in types.groups() if g for v in types.versions(g)]
+            index = {}
+            for g, v in gvs:
+                key = f"apis/{g}/{v}" if g else "api/v1"
+                index[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={self._gv_hash(g, v)}"}
+            await response.json(200, {"paths": index})
+        elif path.startswith("/openapi/v3/"):
+            rest = path[len("/openapi/v3/"):].split("/")
+            if rest[:2] == ["api", "v1"] and len(rest) == 2:
+                group, version = "", "v1"
+            elif len(rest) == 3 and rest[0] == "apis":
+                group, version = rest[1], rest[2]
+            else:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            if not types.in_group_version(group, version):
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            await response.json(200, self._openapi_v3(group, version))
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _gv_hash(self, group: str, version: str) -> str:
+        import hashlib
+
+        names = ",".join(sorted(t.plural for t in self.store.types.in_group_version(group, version)))
+        return hashlib.sha256(f"{group}/{version}:{names}".encode()).hexdigest()[:32].upper()
+
+    def _openapi_v3(self, group: str, version: str) -> dict[str, Any]:
+        """A skeletal OpenAPI v3 document: every resource's operations with their GVK and query parameters.
+        It carries no schemas (kubectl then falls back to its built-in patch strategies)."""
+        prefix = f"/apis/{group}/{version}" if group else "/api/v1"
+        field_validation = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
+                            "description": "Ignore, Warn or Strict"}
+        dry_run = {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+        paths: dict[str, Any] = {}
+        for rtype in self.store.types.in_group_version(group, version):
+            gvk = {"group": group, "version": version, "kind": rtype.kind}
+            base = f"{prefix}/namespaces/{{namespace}}/{rtype.plural}" if rtype.namespaced else \
+                f"{prefix}/{rtype.plural}"
+
+            def op(action: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+                return {"x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
+                        "operationId": f"{action}{rtype.kind}", "parameters": params,
+                        "responses": {"200": {"description": "OK"}}}
+
+            paths[base] = {"get": op("list", []), "post": op("post", [dry_run, field_validation])}
+            paths[f"{base}/{{name}}"] = {
+                "get": op("get", []), "put": op("put", [dry_run, field_validation]),
+                "patch": op("patch", [dry_run, field_validation]), "delete": op("delete", [dry_run]),
+                "parameters": [field_validation],
+            }
+            for sub in rtype.subresources:
+                if sub in ("status", "scale"):
+                    paths[f"{base}/{{name}}/{sub}"] = {"get": op("get", []),
+                                                        "patch": op("patch", [dry_run, field_validation])}
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes (tau-sim)", "version": self.version_info()[
+            "gitVersion"]}, "paths": paths, "components": {"schemas": {}}}
 
     def _resource_list(self, group: str, version: str) -> dict[str, Any]:
         resources: list[dict[str, Any]] = []

@@ -1,0 +1,93 @@
+"""``tau-sim``: run the simulated cluster by hand.
+
+    tau-sim serve --kubeconfig ./sim.kubeconfig [--scenario objects.yaml] [--clock real] [--port 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from tau_testing.sim.cluster import SimCluster
+
+    try:
+        cluster = SimCluster(kubernetes_version=args.kubernetes_version, clock=args.clock,
+                             time_scale=args.time_scale, tls=args.tls,
+                             preload_crds=not args.no_crds, crds_dir=args.crds_dir)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.controllers:
+        try:
+            from tau_testing.sim.controllers import install_default_controllers
+        except ImportError:
+            print("warning: no controllers are available in this installation; serving the API only",
+                  file=sys.stderr)
+        else:
+            install_default_controllers(cluster)
+    if args.scenario:
+        try:
+            cluster.load_scenario(args.scenario)
+        except (OSError, ValueError) as exc:
+            print(f"error: scenario {args.scenario}: {exc}", file=sys.stderr)
+            return 1
+        except Exception as exc:  # ApiError from an invalid object
+            print(f"error: scenario {args.scenario}: {exc}", file=sys.stderr)
+            return 1
+    cluster.port = args.port
+    cluster.start()
+    path = Path(args.kubeconfig)
+    try:
+        cluster.write_kubeconfig(path, user=args.user)
+    except (OSError, KeyError) as exc:
+        cluster.stop()
+        print(f"error: cannot write kubeconfig {path}: {exc}", file=sys.stderr)
+        return 1
+    users = ", ".join(f"{u.name} ({', '.join(u.groups) or 'no groups'})" for u in cluster.users)
+    print(f"tau-sim: serving Kubernetes {cluster.kubernetes_version} at {cluster.url}", file=sys.stderr)
+    print(f"tau-sim: kubeconfig {path} (context {cluster.context_for(args.user)}); users: {users}", file=sys.stderr)
+    print(f"tau-sim: clock {args.clock}; press Ctrl-C to stop", file=sys.stderr)
+    done = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait()
+    cluster.stop()
+    print("tau-sim: stopped", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tau-sim", description="A simulated Kubernetes API server for trials "
+                                     "and tests (a test double, never a real cluster).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the simulated API until interrupted",
+                           description="Serve the simulated API on 127.0.0.1 and write a kubeconfig for it.\n\n"
+                           "example:\n  tau-sim serve --kubeconfig /tmp/sim.kubeconfig --scenario objects.yaml\n"
+                           "  kubectl --kubeconfig /tmp/sim.kubeconfig get ns",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig (mode 0600)")
+    serve.add_argument("--scenario", help="YAML file of objects to preload (multi-document or a List)")
+    serve.add_argument("--clock", choices=("fake", "real"), default="real",
+                       help="real: controllers run continuously (default); fake: time stands still")
+    serve.add_argument("--time-scale", type=float, default=1.0, help="speed-up of scripted durations (real clock)")
+    serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    serve.add_argument("--user", default="admin", help="the kubeconfig's current user (default: admin)")
+    serve.add_argument("--kubernetes-version", default="1.30", help="version /version reports (default 1.30)")
+    serve.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA")
+    serve.add_argument("--no-crds", action="store_true", help="do not preload the Kueue and KubeRay CRDs")
+    serve.add_argument("--crds-dir", help="where the CRDs are (default: $TAU_CRDS_DIR or <repo>/../shared/crds)")
+    serve.add_argument("--no-controllers", dest="controllers", action="store_false",
+                       help="serve the API without the simulated controllers")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
