@@ -36,7 +36,10 @@ def validate(name: str | None, config: Path | None, project: str | None, output:
     if output == "json":
         emit(doc, "json")
         if not doc["valid"]:
-            raise click.exceptions.Exit(1)
+            from tau_core.errors import ConfigError
+
+            count = len(doc["errors"])
+            raise ConfigError(f"{doc['file']}: {count} problem{'s' if count != 1 else ''} found")
     else:
         click.echo(f"{doc['file']} is valid: {doc['name']} ({doc['engine']}{', inferred' if doc['engine_inferred'] else ''})")
 

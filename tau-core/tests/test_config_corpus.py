@@ -1,0 +1,60 @@
+"""The bad-input corpus: every invalid config fails with exit 1, names its field and position, and never
+prints a traceback."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).parent / "corpus"
+INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
+MALFORMED = sorted((CORPUS / "malformed").glob("*.yaml"))
+
+
+def _expect(path: Path) -> str:
+    first = path.read_bytes().split(b"\n", 1)[0].decode("utf-8", "replace")
+    assert first.startswith("# expect: "), f"{path.name} lacks its '# expect:' header"
+    return first.removeprefix("# expect: ").strip()
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(INVALID) >= 60
+    assert len(MALFORMED) >= 8
+
+
+@pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
+def test_invalid_config_names_its_field(tau_cli, path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(path.parent)
+    expected = _expect(path)
+    r = tau_cli("run", "validate", "-c", path.name)
+    assert r.exit_code == 1, r
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r
+    pattern = re.compile(rf"^error: {re.escape(path.name)}:(\d+):(\d+): {re.escape(expected)}: ", re.M)
+    match = pattern.search(r.stderr)
+    assert match, f"no error line naming {expected!r} with a position:\n{r.stderr}"
+    assert int(match.group(1)) >= 2  # line 1 is the '# expect' comment: the position points at a key
+
+
+@pytest.mark.parametrize("path", MALFORMED, ids=[p.stem for p in MALFORMED])
+def test_malformed_file_is_a_clean_error(tau_cli, path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(path.parent)
+    r = tau_cli("run", "validate", "-c", path.name)
+    assert r.exit_code == 1, r
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r
+    assert _expect(path) in r.stderr, r
+    assert path.name in r.stderr
+
+
+def test_json_report_lists_every_error(tau_cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    path = CORPUS / "invalid" / "env-secret-duplicate.yaml"
+    monkeypatch.chdir(path.parent)
+    r = tau_cli("run", "validate", "-c", path.name, "-o", "json")
+    assert r.exit_code == 1, r
+    doc = json.loads(r.stdout)
+    assert doc["valid"] is False
+    assert doc["errors"][0]["path"] == "runtime.env_secret.A"
+    assert {"file", "line", "column", "path", "message", "hint"} <= set(doc["errors"][0])
