@@ -35,6 +35,7 @@ class DeploymentController:
 
     def __init__(self) -> None:
         self.enabled = True
+        self._made: dict[str, int] = {}  # pods made per owner: fresh names even after deletions
 
     def reconcile(self, cluster: Any) -> bool:
         pods_by_owner: dict[str, list[dict[str, Any]]] = {}
@@ -134,13 +135,14 @@ class DeploymentController:
             gates = spec.setdefault("schedulingGates", [])
             if not any(g.get("name") == ADMISSION_GATE for g in gates):
                 gates.append({"name": ADMISSION_GATE})
-        n = 0
+        n = self._made.get(deployment['metadata']['uid'], 0)
         while True:
             pod_name = f"{name}-{pth}-{u.suffix(deployment['metadata']['uid'], pth, n)}"
             if pod_name not in taken:
                 break
             n += 1
         taken.add(pod_name)
+        self._made[deployment['metadata']['uid']] = n + 1
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": pod_name, "namespace": ns, "labels": pod_labels,
                             "generateName": f"{name}-{pth}-",

@@ -71,6 +71,7 @@ class JobController:
 
     def __init__(self) -> None:
         self.enabled = True
+        self._made: dict[str, int] = {}  # pods made per owner: fresh names even after deletions
 
     def next_wakeup(self, cluster: Any) -> Any:
         """When a finished Job's TTL or a running Job's active deadline expires next."""
@@ -253,13 +254,14 @@ class JobController:
                    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_KEY}']"}}}
             for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or []):
                 c.setdefault("env", []).append(dict(env))
-        n = 0
+        n = self._made.get(uid, 0)
         while True:
             name = f"{prefix}-{u.suffix(uid, index, n)}"
             if name not in taken:
                 break
             n += 1
         taken.add(name)
+        self._made[uid] = n + 1
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",

@@ -69,6 +69,7 @@ class KubeRayController:
 
     def __init__(self) -> None:
         self.enabled = True
+        self._made: dict[str, int] = {}  # pods made per owner: fresh names even after deletions
         self._driver_start: dict[str, datetime] = {}
         self._driver_lines: dict[str, int] = {}
 
@@ -291,13 +292,14 @@ class KubeRayController:
                             "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}})
             if node_type == "worker" and "FQ_RAY_IP" not in names:
                 env.append({"name": "FQ_RAY_IP", "value": f"{rc_name}-head-svc.{ns}.svc.cluster.local"})
-        n = 0
+        n = self._made.get(rc['metadata']['uid'], 0)
         while True:
             pod_name = f"{prefix}-{u.suffix(rc['metadata']['uid'], prefix, n)}"
             if pod_name not in taken:
                 break
             n += 1
         taken.add(pod_name)
+        self._made[rc['metadata']['uid']] = n + 1
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": pod_name, "namespace": ns, "labels": pod_labels,
                             "annotations": dict(tmeta.get("annotations") or {}),

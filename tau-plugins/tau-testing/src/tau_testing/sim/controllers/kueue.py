@@ -292,7 +292,7 @@ class KueueController:
     def __init__(self, label_keys_to_copy: list[str] | None = None) -> None:
         self.enabled = True
         self.label_keys_to_copy = list(label_keys_to_copy or [])
-        self._pending_messages: dict[str, str] = {}
+        self._sequence: dict[str, int] = {}  # creation order of the Workloads this controller made
 
     def reconcile(self, cluster: Any) -> bool:
         changed = self._sync_jobs(cluster)
@@ -311,7 +311,9 @@ class KueueController:
         changed = False
         existing = {u.key(w): w for w in u.list_objects(cluster, API, "Workload")}
         for integ in INTEGRATIONS:
-            for obj in u.list_objects(cluster, integ.api_version, integ.kind):
+            objs = u.list_objects(cluster, integ.api_version, integ.kind)
+            objs.sort(key=lambda o: (o["metadata"].get("creationTimestamp") or "", *u.key(o)))
+            for obj in objs:
                 if not _eligible(integ, obj):
                     continue
                 ns, name = u.key(obj)
@@ -378,8 +380,10 @@ class KueueController:
             "spec": {"queueName": u.labels(obj)[QUEUE_LABEL], "podSets": pod_sets, "active": True,
                      **priority_spec},
         }
-        if u.create(cluster, wl) is None:
+        created = u.create(cluster, wl)
+        if created is None:
             return False
+        self._sequence[created["metadata"]["uid"]] = len(self._sequence)
         events.record(cluster, obj, "CreatedWorkload", f"Created Workload: {ns}/{wl_name}", component=JOB_COMPONENT)
         return True
 
@@ -532,7 +536,9 @@ class KueueController:
             cq = cqs[cq_name]
             strict = (cq.get("spec") or {}).get("queueingStrategy") == "StrictFIFO"
             ordered = sorted(heads[cq_name], key=lambda w: (-int((w.get("spec") or {}).get("priority") or 0),
-                                                            _queued_at(w), *u.key(w)))
+                                                            _queued_at(w),
+                                                            self._sequence.get(w["metadata"]["uid"], 1 << 62),
+                                                            *u.key(w)))
             cq_usage = usage.setdefault(cq_name, {})
             blocked = False
             for wl in ordered:
@@ -879,9 +885,16 @@ def _assign(cq: dict[str, Any], flavors: dict[str, Any], wl: dict[str, Any],
                     need = requests[res]
                     quota = quotas.get(res, 0)
                     in_use = assumed.get((fname, res), 0)
-                    if need > quota:
-                        reasons.append(f"insufficient quota for {res} in flavor {fname}, request > maximum capacity "
-                                       f"({u.format_quantity(res, need)} > {u.format_quantity(res, quota)})")
+                    earlier = assumed.get((fname, res), 0) - usage.get((fname, res), 0)  # this workload's
+                    if earlier + need > quota:
+                        if earlier:
+                            reasons.append(
+                                f"insufficient quota for {res} in flavor {fname}, previously considered podsets "
+                                f"requests ({u.format_quantity(res, earlier)}) + current podset request "
+                                f"({u.format_quantity(res, need)}) > maximum capacity ({u.format_quantity(res, quota)})")
+                        else:
+                            reasons.append(f"insufficient quota for {res} in flavor {fname}, request > maximum "
+                                           f"capacity ({u.format_quantity(res, need)} > {u.format_quantity(res, quota)})")
                         fits = False
                     elif in_use + need > quota:
                         more = in_use + need - quota
