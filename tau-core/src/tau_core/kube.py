@@ -1,0 +1,594 @@
+"""The one small Kubernetes session type, over ``kubernetes-asyncio``.
+
+:class:`KubeSession` loads a kubeconfig (an explicit path, ``KUBECONFIG`` or ``~/.kube/config``),
+selects a context, and sends plain REST calls through the library's ``ApiClient`` so that every
+authentication mechanism the library supports (tokens, client certificates, exec plugins) works.
+Bodies are plain dicts; nothing is deserialized into generated models.
+
+* Idempotent reads (GET, list, logs) retry with exponential backoff on 429 (honouring
+  ``Retry-After``), 5xx and connection errors.  Writes are never retried here: when the outcome
+  of a write is unknown the session raises :class:`WriteOutcomeUnknown` and the caller decides
+  (the submit path recovers through its submission-id annotation).
+* Every HTTP request is counted (:attr:`KubeSession.requests`) for benchmarks.
+* API failures become :class:`KubeApiError` (a :class:`~tau_core.errors.ClusterError`) with a
+  one-line message and a hint: unreachable server, rejected credential, forbidden verb, a
+  resource type the cluster does not serve ("not a TauGrid cluster").
+
+``kubernetes_asyncio`` is imported inside functions only; importing this module is cheap.
+Commands call the async API through :func:`run` at the edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import stat
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
+
+from tau_core.errors import ClusterError, ConfigError
+
+T = TypeVar("T")
+
+ENV_KUBECONFIG = "KUBECONFIG"
+ENV_CONTEXT = "TAU_CONTEXT"
+ENV_SYSTEM_NAMESPACE = "TAU_SYSTEM_NAMESPACE"
+ENV_REQUEST_TIMEOUT = "TAU_REQUEST_TIMEOUT"
+DEFAULT_REQUEST_TIMEOUT = 30.0
+DEFAULT_SYSTEM_NAMESPACE = "tau-system"
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+#: API groups whose absence means "this cluster is missing a component", with the hint to give.
+_GROUP_HINTS: dict[str, tuple[str, str]] = {
+    "tau.azure.com": ("it is not a TauGrid cluster (the TauGrid CRDs are not installed)",
+                      "install TauGrid with `tau cluster install`, or pass --context to select the TauGrid cluster"),
+    "kueue.x-k8s.io": ("Kueue is not installed on this cluster",
+                       "install TauGrid (which brings Kueue) with `tau cluster install`, or pass --context"),
+    "ray.io": ("KubeRay is not installed on this cluster",
+               "install TauGrid (which brings KubeRay) with `tau cluster install`, or pass --context"),
+}
+
+
+def run(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Run an async capability from synchronous code (the CLI edge)."""
+    return asyncio.run(_call(fn, *args))
+
+
+async def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    return await fn(*args)
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+class KubeApiError(ClusterError):
+    """The API server refused a request (or could not be reached)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, status: int = 0, reason: str = "",
+                 body: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.reason = reason
+        self.body = dict(body or {})
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+
+class WriteOutcomeUnknown(KubeApiError):
+    """A write was sent but no answer came back: it may or may not have been applied."""
+
+
+# -- retry policy ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff for idempotent reads."""
+
+    attempts: int = 6
+    base: float = 0.05
+    cap: float = 2.0
+    max_retry_after: float = 10.0
+
+    def delay(self, attempt: int, retry_after: str | None = None) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        if retry_after:
+            try:
+                return min(float(retry_after), self.max_retry_after)
+            except ValueError:
+                pass
+        backoff: float = min(self.cap, self.base * (2 ** (attempt - 1)))
+        return backoff * (0.5 + random.random() / 2)
+
+
+# -- kubeconfig --------------------------------------------------------------------------------
+
+def kubeconfig_paths(explicit: str | os.PathLike[str] | None = None,
+                     env: Mapping[str, str] | None = None) -> list[Path]:
+    """The kubeconfig files to read: an explicit path, else ``KUBECONFIG``, else ``~/.kube/config``."""
+    env = os.environ if env is None else env
+    if explicit:
+        return [Path(explicit).expanduser()]
+    value = env.get(ENV_KUBECONFIG, "")
+    if value:
+        return [Path(p).expanduser() for p in value.split(os.pathsep) if p]
+    return [Path(env.get("HOME") or Path.home()) / ".kube" / "config"]
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}",
+                          hint="check the path in KUBECONFIG or --kubeconfig") from exc
+    except YAMLError as exc:
+        raise ConfigError(f"kubeconfig {path} is not valid YAML: {str(exc).splitlines()[0]}",
+                          hint="repair the file, or point KUBECONFIG at a valid kubeconfig") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"kubeconfig {path} is not a mapping", hint="point KUBECONFIG at a valid kubeconfig")
+    return data
+
+
+@dataclass
+class KubeConfig:
+    """A merged kubeconfig (first file wins for each named entry, as kubectl does)."""
+
+    paths: list[Path]
+    contexts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    current_context: str = ""
+    origin: dict[tuple[str, str], Path] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, explicit: str | os.PathLike[str] | None = None,
+             env: Mapping[str, str] | None = None) -> KubeConfig:
+        paths = kubeconfig_paths(explicit, env)
+        existing = [p for p in paths if p.exists()]
+        if not existing:
+            shown = os.pathsep.join(str(p) for p in paths)
+            raise ClusterError(
+                f"no kubeconfig found (looked at {shown})",
+                hint="connect the repository's workspace with `tau workspace connection`, set KUBECONFIG, "
+                     "or pass --context with a valid kubeconfig",
+            )
+        config = cls(paths=existing)
+        for path in existing:
+            data = _load_yaml(path)
+            if not config.current_context and data.get("current-context"):
+                config.current_context = str(data["current-context"])
+            for section, target in (("contexts", config.contexts), ("clusters", config.clusters),
+                                    ("users", config.users)):
+                for item in data.get(section) or []:
+                    if isinstance(item, dict) and item.get("name") and item["name"] not in target:
+                        target[item["name"]] = item
+                        config.origin[(section, item["name"])] = path
+        return config
+
+    def context(self, name: str | None = None) -> tuple[str, dict[str, Any]]:
+        """The named context (or the current one) as ``(name, context-dict)``."""
+        chosen = name or self.current_context
+        where = os.pathsep.join(str(p) for p in self.paths)
+        if not chosen:
+            raise ClusterError(f"kubeconfig {where} has no current context",
+                               hint="pass --context (or set TAU_CONTEXT) to choose one")
+        if chosen not in self.contexts:
+            known = ", ".join(sorted(self.contexts)) or "none"
+            raise ClusterError(f"context \"{chosen}\" not found in kubeconfig {where} (available: {known})",
+                               hint="pass --context with one of the available contexts, or fix TAU_CONTEXT")
+        return chosen, self.contexts[chosen].get("context") or {}
+
+    def server(self, context: str | None = None) -> str:
+        _, ctx = self.context(context)
+        cluster = self.clusters.get(ctx.get("cluster", "")) or {}
+        return str((cluster.get("cluster") or {}).get("server", ""))
+
+    def namespace(self, context: str | None = None) -> str | None:
+        _, ctx = self.context(context)
+        ns = ctx.get("namespace")
+        return str(ns) if ns else None
+
+    def isolate(self, context: str | None = None) -> dict[str, Any]:
+        """A kubeconfig holding only one context, its cluster and its user (file paths made absolute)."""
+        name, ctx = self.context(context)
+        cluster_name, user_name = ctx.get("cluster", ""), ctx.get("user", "")
+        cluster = self.clusters.get(cluster_name)
+        if cluster is None:
+            raise ClusterError(f"context \"{name}\" refers to cluster \"{cluster_name}\", which the kubeconfig "
+                               "does not define", hint="repair the kubeconfig entry for this context")
+        user = self.users.get(user_name, {"name": user_name, "user": {}})
+        cluster = _absolutize(cluster, "cluster", self.origin.get(("clusters", cluster_name)))
+        user = _absolutize(user, "user", self.origin.get(("users", user_name)))
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": name,
+            "contexts": [{"name": name, "context": dict(ctx)}],
+            "clusters": [cluster],
+            "users": [user],
+            "preferences": {},
+        }
+
+
+_FILE_FIELDS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
+
+
+def _absolutize(entry: dict[str, Any], key: str, origin: Path | None) -> dict[str, Any]:
+    body = dict(entry.get(key) or {})
+    if origin is not None:
+        for name in _FILE_FIELDS:
+            value = body.get(name)
+            if isinstance(value, str) and value and not os.path.isabs(value):
+                body[name] = str((origin.parent / value).resolve())
+    return {"name": entry.get("name"), key: body}
+
+
+def write_private_kubeconfig(config: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write ``config`` to ``path`` atomically with mode 0600, creating its directory with mode 0700."""
+    target = Path(path)
+    directory = target.parent
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(directory, 0o700)
+    fd, tmp = tempfile.mkstemp(prefix=".candidate-", suffix=".yaml", dir=directory)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(config, indent=2))  # JSON is valid YAML, and needs no YAML writer
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def is_private(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is 0600 and its directory 0700 (what the isolated kubeconfig needs)."""
+    p = Path(path)
+    return (stat.S_IMODE(p.stat().st_mode) == 0o600 and stat.S_IMODE(p.parent.stat().st_mode) == 0o700)
+
+
+# -- paths -------------------------------------------------------------------------------------
+
+def api_path(api_version: str, plural: str, *, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+    """The REST path of a collection or object: ``/api/v1/...`` or ``/apis/<group>/<version>/...``."""
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    parts = [base]
+    if namespace:
+        parts.append(f"namespaces/{quote(namespace, safe='')}")
+    parts.append(plural)
+    if name:
+        parts.append(quote(name, safe=""))
+    if subresource:
+        parts.append(subresource)
+    return "/".join(parts)
+
+
+def _describe_path(path: str) -> tuple[str, str, str | None, str | None]:
+    """``(group, resource, namespace, name)`` from a REST path, for error messages."""
+    segments = [s for s in path.split("?")[0].split("/") if s]
+    group = ""
+    if segments[:1] == ["api"]:
+        rest = segments[2:]
+    elif segments[:1] == ["apis"] and len(segments) >= 3:
+        group = segments[1]
+        rest = segments[3:]
+    else:
+        return "", path, None, None
+    namespace = None
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    elif rest[:1] == ["namespaces"] and len(rest) == 2:
+        return group, "namespaces", None, rest[1]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else None
+    if len(rest) > 2:
+        resource = f"{resource}/{rest[2]}"
+    return group, resource, namespace, name
+
+
+def _verb(method: str, path: str, query: Mapping[str, Any] | None) -> str:
+    _, _, _, name = _describe_path(path)
+    if method == "GET":
+        if query and str(query.get("watch", "")).lower() in ("1", "true"):
+            return "watch"
+        return "get" if name else "list"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+
+
+# -- the session -------------------------------------------------------------------------------
+
+class KubeSession:
+    """An open connection to one cluster (one kubeconfig context).
+
+    Use ``async with await KubeSession.connect(...) as session:`` or :meth:`close` explicitly.
+    """
+
+    def __init__(self, api_client: Any, *, server: str, context: str, namespace: str | None,
+                 kubeconfig: list[Path], retry: RetryPolicy | None = None) -> None:
+        self._api = api_client
+        self.server = server
+        self.context = context
+        self.default_namespace = namespace
+        self.kubeconfig = kubeconfig
+        self.retry = retry or RetryPolicy()
+        self.requests = 0
+        self.retries = 0
+        self.timeout = _request_timeout()
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    async def connect(cls, *, kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None,
+                      retry: RetryPolicy | None = None, env: Mapping[str, str] | None = None) -> KubeSession:
+        """Load the kubeconfig, select ``context`` (default: the current context) and open a client."""
+        from tau_core.kubeclient import load_client
+
+        config = KubeConfig.load(kubeconfig, env)
+        name, _ = config.context(context)
+        server = config.server(name)
+        api_client = await load_client(config.isolate(name), name)
+        return cls(api_client, server=server, context=name, namespace=config.namespace(name),
+                   kubeconfig=config.paths, retry=retry)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> KubeSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- plain REST -------------------------------------------------------------------------
+    async def _send(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                    body: Any = None, content_type: str = "application/json", timeout: float | None = -1.0) -> Any:
+        """One HTTP request; returns the aiohttp response (the caller reads and releases it)."""
+        if timeout is not None and timeout < 0:
+            timeout = self.timeout
+        self.requests += 1
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items()
+                  if v is not None]
+        return await self._api.call_api(
+            path, method, query_params=params, header_params=headers, body=body,
+            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
+        )
+
+    async def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
+                      content_type: str = "application/json", raw: bool = False,
+                      timeout: float | None = -1.0) -> Any:
+        """Send a request; reads are retried, writes are not.  Returns the decoded JSON (or text with ``raw``)."""
+        import aiohttp
+
+        idempotent = method in ("GET", "HEAD")
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._send(method, path, query=query, body=body, content_type=content_type,
+                                            timeout=timeout)
+                try:
+                    data = await response.read()
+                finally:
+                    response.release()
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                if idempotent and attempt < self.retry.attempts:
+                    self.retries += 1
+                    await asyncio.sleep(self.retry.delay(attempt))
+                    continue
+                raise self._connection_error(method, path, exc) from exc
+            status = response.status
+            if 200 <= status < 300:
+                if raw:
+                    return data.decode("utf-8", "replace")
+                return json.loads(data) if data else {}
+            if status in RETRYABLE_STATUS and idempotent and attempt < self.retry.attempts:
+                self.retries += 1
+                await asyncio.sleep(self.retry.delay(attempt, response.headers.get("Retry-After")))
+                continue
+            raise self._api_error(method, path, query, status, data)
+
+    async def get(self, path: str, *, query: Mapping[str, Any] | None = None,
+                  missing_ok: bool = False) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await self.request("GET", path, query=query)
+        except KubeApiError as exc:
+            if missing_ok and exc.not_found and exc.body.get("details", {}).get("name"):
+                return None
+            raise
+        return result
+
+    async def list(self, path: str, *, label_selector: str | None = None, field_selector: str | None = None,
+                   limit: int | None = None) -> dict[str, Any]:
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit}
+        result: dict[str, Any] = await self.request("GET", path, query=query)
+        return result
+
+    async def list_items(self, path: str, **kwargs: Any) -> list[dict[str, Any]]:
+        return list((await self.list(path, **kwargs)).get("items") or [])
+
+    async def create(self, path: str, body: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("POST", path, body=dict(body),
+                                                    query={"dryRun": "All" if dry_run else None})
+        return result
+
+    async def delete(self, path: str, *, propagation: str | None = "Background", uid: str | None = None,
+                     missing_ok: bool = True) -> dict[str, Any] | None:
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            result: dict[str, Any] = await self.request("DELETE", path, body=body)
+        except KubeApiError as exc:
+            if missing_ok and exc.not_found and exc.body.get("details", {}).get("name"):
+                return None
+            raise
+        return result
+
+    async def patch(self, path: str, body: Any, *, kind: str = "merge") -> dict[str, Any]:
+        content_type = {"merge": "application/merge-patch+json", "json": "application/json-patch+json",
+                        "strategic": "application/strategic-merge-patch+json"}[kind]
+        result: dict[str, Any] = await self.request("PATCH", path, body=body, content_type=content_type)
+        return result
+
+    async def text(self, path: str, *, query: Mapping[str, Any] | None = None) -> str:
+        """A plain-text read (pod logs), retried like any read."""
+        result: str = await self.request("GET", path, query=query, raw=True)
+        return result
+
+    async def stream_lines(self, path: str, *, query: Mapping[str, Any] | None = None) -> AsyncIterator[str]:
+        """Stream a long-running plain-text read (``logs?follow=true``) line by line."""
+        import aiohttp
+
+        try:
+            response = await self._send("GET", path, query=query, timeout=None)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise self._connection_error("GET", path, exc) from exc
+        try:
+            if not 200 <= response.status < 300:
+                raise self._api_error("GET", path, query, response.status, await response.read())
+            buffer = b""
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    yield line.decode("utf-8", "replace")
+            if buffer:
+                yield buffer.decode("utf-8", "replace")
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
+            return
+        finally:
+            response.release()
+
+    async def watch(self, path: str, *, resource_version: str | None = None, label_selector: str | None = None,
+                    field_selector: str | None = None, timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+        """Watch a collection: yields ``{"type": ..., "object": ...}`` events until the server ends the stream."""
+        query = {"watch": "true", "resourceVersion": resource_version, "labelSelector": label_selector,
+                 "fieldSelector": field_selector, "timeoutSeconds": timeout_seconds,
+                 "allowWatchBookmarks": "true"}
+        async for line in self.stream_lines(path, query=query):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("type") == "ERROR":
+                obj = event.get("object") or {}
+                raise KubeApiError(str(obj.get("message", "watch failed")), status=int(obj.get("code") or 0),
+                                   reason=str(obj.get("reason", "")), body=obj)
+            yield event
+
+    # -- error mapping -----------------------------------------------------------------------
+    def _connection_error(self, method: str, path: str, exc: BaseException) -> KubeApiError:
+        detail = str(exc).strip() or type(exc).__name__
+        if method in ("GET", "HEAD"):
+            return KubeApiError(
+                f"cannot reach the Kubernetes API server at {self.server} (context \"{self.context}\"): {detail}",
+                hint="check that the cluster is running and reachable from here (VPN, DNS, private network), "
+                     "and that --context or TAU_CONTEXT names the right cluster",
+            )
+        _, resource, namespace, name = _describe_path(path)
+        where = f"{namespace}/" if namespace else ""
+        return WriteOutcomeUnknown(
+            f"the connection to {self.server} was lost during {_verb(method, path, None)} of {resource} "
+            f"{where}{name or ''}".rstrip() + f"; it may or may not have been applied ({detail})",
+            hint="check the object's state before repeating the command",
+        )
+
+    def _api_error(self, method: str, path: str, query: Mapping[str, Any] | None, status: int,
+                   data: bytes) -> KubeApiError:
+        try:
+            body = json.loads(data) if data else {}
+        except ValueError:
+            body = {"message": data.decode("utf-8", "replace")[:200]}
+        if not isinstance(body, dict):
+            body = {}
+        reason = str(body.get("reason", ""))
+        message = str(body.get("message", "")).strip() or f"HTTP {status}"
+        group, resource, namespace, name = _describe_path(path)
+        qualified = f"{resource}.{group}" if group else resource
+        verb = _verb(method, path, query)
+        scope = f" in namespace \"{namespace}\"" if namespace else " at cluster scope"
+        kw = {"status": status, "reason": reason, "body": body}
+        if status == 401:
+            return KubeApiError(
+                f"the API server at {self.server} rejected the credential for context \"{self.context}\" "
+                "(401 Unauthorized): it is missing, expired or invalid",
+                hint="sign in again or refresh the kubeconfig credential (for AKS: az login, then "
+                     "`tau workspace connection`), then retry", **kw)
+        if status == 403:
+            return KubeApiError(
+                f"forbidden: you may not {verb} {qualified}{scope} (context \"{self.context}\")",
+                hint=f"ask your platform team to grant '{verb}' on {qualified}{scope} — researchers normally get "
+                     "it through the tau-researcher-v1 role of their TauWorkspace", **kw)
+        if status == 404 and not (body.get("details") or {}).get("name") and group in _GROUP_HINTS:
+            what, hint = _GROUP_HINTS[group]
+            return KubeApiError(f"the cluster at {self.server} does not serve {qualified}: {what}", hint=hint, **kw)
+        if status == 404 and not (body.get("details") or {}).get("name") and not name:
+            return KubeApiError(f"the cluster at {self.server} does not serve {qualified}",
+                                hint="check that the required component is installed on this cluster", **kw)
+        if status == 404:
+            where = f"{namespace}/" if namespace else ""
+            return KubeApiError(f"{qualified} {where}{name} not found", **kw)
+        if status in RETRYABLE_STATUS:
+            return KubeApiError(
+                f"the API server at {self.server} kept failing ({status} {reason or 'error'}) for {verb} "
+                f"{qualified}: {message}", hint="the cluster is overloaded or degraded; retry in a moment", **kw)
+        return KubeApiError(f"{verb} {qualified}{scope} failed ({status} {reason}): {message}", **kw)
+
+
+def _request_timeout() -> float:
+    """Seconds one request may take (``TAU_REQUEST_TIMEOUT``, like kubectl's --request-timeout)."""
+    value = os.environ.get(ENV_REQUEST_TIMEOUT, "")
+    try:
+        seconds = float(value) if value else DEFAULT_REQUEST_TIMEOUT
+    except ValueError:
+        return DEFAULT_REQUEST_TIMEOUT
+    return seconds if seconds > 0 else DEFAULT_REQUEST_TIMEOUT
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
+def encode_query(query: Mapping[str, Any]) -> str:
+    return urlencode([(k, v) for k, v in query.items() if v is not None])
+
+
+def condition(obj: Mapping[str, Any] | None, ctype: str) -> dict[str, Any] | None:
+    """The status condition of ``ctype`` on ``obj``, or None."""
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype:
+            return dict(cond)
+    return None
+
+
+def is_true(obj: Mapping[str, Any] | None, ctype: str) -> bool:
+    cond = condition(obj, ctype)
+    return bool(cond and cond.get("status") == "True")
+
+
+__all__: Sequence[str] = (
+    "KubeApiError", "KubeConfig", "KubeSession", "RetryPolicy", "WriteOutcomeUnknown", "api_path", "condition",
+    "is_private", "is_true", "kubeconfig_paths", "label_selector", "run", "write_private_kubeconfig",
+)

@@ -1,0 +1,1 @@
+"""Ready-made simulated clusters (scenarios) that tests load with one call."""
