@@ -16,26 +16,17 @@ from tau_core.errors import UsageError
 STORE_HELP = "Experiment store directory (default: $TAU_EXP_STORE, or $TAU_EXP_STORE_ROOT/<context>/<team>/<project>)."
 
 
-def _store_path(ctx: click.Context, explicit: str | None) -> Path:
-    """``--store`` on this command, else the group's ``--store``, else the environment."""
+def _store_path(explicit: str | None) -> Path:
+    """``--store``, else ``$TAU_EXP_STORE``, else ``$TAU_EXP_STORE_ROOT/<context>/<team>/<project>``."""
     from taugrid_portal.store import resolve_store
 
-    if not explicit:
-        for holder in (ctx.find_object(dict), ctx.obj):
-            if isinstance(holder, dict) and holder.get("store"):
-                explicit = str(holder["store"])
-                break
-            value = getattr(holder, "store", None)
-            if isinstance(value, (str, Path)) and str(value):
-                explicit = str(value)
-                break
     return resolve_store(explicit)
 
 
 def _open(path: Path) -> Any:
-    from taugrid_portal.store import ExperimentStore
+    from taugrid_portal.cliutil import open_store
 
-    return ExperimentStore.open(path)
+    return open_store(str(path))
 
 
 def _write_out(text: str, out: str | None) -> None:
@@ -71,8 +62,7 @@ Examples:
 @click.option("--max-points", type=int, metavar="N",
               help="Display points per series (1..12000). Default: 1200, less when the page has many series.")
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
-@click.pass_context
-def stellar(ctx: click.Context, target: str, output: str, out: str | None, metric: str | None,
+def stellar(target: str, output: str, out: str | None, metric: str | None,
             max_points: int | None, store: str | None) -> None:
     """Build a Stellar dashboard for an experiment, run group or run.
 
@@ -88,7 +78,7 @@ def stellar(ctx: click.Context, target: str, output: str, out: str | None, metri
         from .html import vendor_assets
 
         vendor_assets()  # fail before any work when the chart bundle is missing
-    with _open(_store_path(ctx, store)) as s:
+    with _open(_store_path(store)) as s:
         snap = build_snapshot(s, target, metric=metric, max_points=max_points)
     if output == "json":
         text = to_json(snap)
@@ -117,12 +107,11 @@ Examples:
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port (0 picks a free one).")
 @click.option("--default-target", metavar="NAME", help="Redirect / to this target's page.")
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
-@click.pass_context
-def serve(ctx: click.Context, host: str, port: int, default_target: str | None, store: str | None) -> None:
+def serve(host: str, port: int, default_target: str | None, store: str | None) -> None:
     """Serve Stellar read-only over HTTP (/stellar, /api/stellar/snapshot, /api/stellar/series, /healthz)."""
     from .server import bind, serve as run_server, url_for
 
-    path = _store_path(ctx, store)
+    path = _store_path(store)
     _open(path).close()  # a missing or damaged store fails here, with its hint
     if host not in ("127.0.0.1", "::1", "localhost"):
         click.echo(f"warning: binding {host} exposes the store to the network without authentication", err=True)
@@ -148,8 +137,7 @@ Examples:
 @click.option("--metric", help="Primary metric for the page.")
 @click.option("--browser/--no-browser", default=True, show_default=True, help="Open the default browser.")
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
-@click.pass_context
-def open_(ctx: click.Context, target: str, host: str, port: int, metric: str | None, browser: bool,
+def open_(target: str, host: str, port: int, metric: str | None, browser: bool,
           store: str | None) -> None:
     """Serve Stellar and open TARGET's page in the default browser (prints the URL)."""
     import threading
@@ -158,7 +146,7 @@ def open_(ctx: click.Context, target: str, host: str, port: int, metric: str | N
 
     from .server import bind, serve as run_server, url_for
 
-    path = _store_path(ctx, store)
+    path = _store_path(store)
     with _open(path) as s:
         s.resolve_target(target)  # unknown targets fail now, with suggestions
     sock = bind(host, port)
@@ -174,5 +162,6 @@ def open_(ctx: click.Context, target: str, host: str, port: int, metric: str | N
         sock.close()
 
 
-open_.name = "open"
+# The ``experiment`` group looks these up by name (``stellar``, ``serve``, ``open_command``).
+stellar_command, serve_command, open_command = stellar, serve, open_
 COMMANDS = (stellar, serve, open_)

@@ -162,12 +162,13 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
         target = required(request, "target")
         metric = required(request, "metric")
         params = request.query_params
+        max_points = _int_param(params, "max_points")
         detail = build_series(
             store(), target, metric,
             run_id=params.get("run_id") or None,
             start_step=_int_param(params, "start_step"),
             end_step=_int_param(params, "end_step"),
-            max_points=_int_param(params, "max_points", SERIES_DEFAULT_POINTS) or SERIES_DEFAULT_POINTS,
+            max_points=SERIES_DEFAULT_POINTS if max_points is None else max_points,
         )
         return Response(to_json(detail, indent=None), media_type="application/json",
                         headers={"Cache-Control": "no-store"})

@@ -1,5 +1,5 @@
 /* Stellar page script: one uPlot chart per metric across the runs of a snapshot.
- * Reads the snapshot from <script id="stellar-snapshot" type="application/json">; never
+ * Reads the snapshot from the JSON script element #stellar-snapshot; never
  * injects markup built from data (text goes through textContent only). */
 (function () {
   "use strict";
