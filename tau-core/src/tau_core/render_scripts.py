@@ -42,6 +42,13 @@ def q(text: str) -> str:
     return shlex.quote(text)
 
 
+def dq(text: str) -> str:
+    """``text`` as a double-quoted bash word (keeps the script free of single quotes, so it nests
+    cleanly inside ``bash -c '...'``)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+    return f'"{escaped}"'
+
+
 @dataclass
 class Wrappers:
     """What to wrap around the core command, and the values the wrappers need."""
@@ -61,23 +68,24 @@ def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
     """One bash script: prelude lines, then ``core`` run inside the wrappers."""
     lines: list[str] = ["set -euo pipefail"]
     if wrappers.completion_file:
-        done = q(wrappers.completion_file)
-        lines.append(f"trap 'tau_ec=$?; printf \"{{\\\"exit_code\\\":%s}}\\n\" \"$tau_ec\" > {done} || true; exit \"$tau_ec\"' EXIT")
+        done = dq(wrappers.completion_file)
+        lines += [f'tau_done() {{ tau_ec=$?; printf "{{\\"exit_code\\":%s}}\\n" "$tau_ec" > {done} || true; exit "$tau_ec"; }}',
+                  "trap tau_done EXIT"]
     if wrappers.preflight:
         lines += [
             "if [ ! -d /data ] || [ ! -w /data ]; then",
-            "  echo 'tau: durable storage /data is not mounted writable in this pod' >&2; exit 1",
+            '  echo "tau: durable storage /data is not mounted writable in this pod" >&2; exit 1',
             "fi",
         ]
     if wrappers.metrics:
         lines += [
             _wait_file(METRICS_READY_FILE),
-            f"  echo 'tau: metrics offload sidecar did not become ready within {METRICS_WAIT_SECONDS}s' >&2; exit 124",
+            f'  echo "tau: metrics offload sidecar did not become ready within {METRICS_WAIT_SECONDS}s" >&2; exit 124',
             "fi",
         ]
     lines += list(prelude)
     if wrappers.staging_dir:
-        lines.append(f"mkdir -p {q(wrappers.staging_dir)}")
+        lines.append(f"mkdir -p {dq(wrappers.staging_dir)}")
     core_line = core
     if wrappers.profiler_prefix:
         core_line = " ".join(q(a) for a in wrappers.profiler_prefix) + " " + core
@@ -89,11 +97,12 @@ def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
     if wrappers.metrics:
         lines += [
             'if [ "$tau_rc" -eq 0 ]; then tau_state=succeeded; else tau_state=failed; fi',
-            "printf '{\"state\":\"%s\",\"reason\":\"exit-code\",\"message\":\"exit code %s\",\"completed_at\":\"%s\"}\\n' "
-            f'"$tau_state" "$tau_rc" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > {q(METRICS_COMPLETION_FILE)}.tmp',
-            f"mv -f {q(METRICS_COMPLETION_FILE)}.tmp {q(METRICS_COMPLETION_FILE)}",
+            'printf "{\\"state\\":\\"%s\\",\\"reason\\":\\"exit-code\\",\\"message\\":\\"exit code %s\\",'
+            '\\"completed_at\\":\\"%s\\"}\\n" '
+            f'"$tau_state" "$tau_rc" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > {METRICS_COMPLETION_FILE}.tmp',
+            f"mv -f {METRICS_COMPLETION_FILE}.tmp {METRICS_COMPLETION_FILE}",
             _wait_file(METRICS_DONE_FILE),
-            f"  echo 'tau: metrics offload sidecar did not finish within {METRICS_WAIT_SECONDS}s' >&2; exit 125",
+            f'  echo "tau: metrics offload sidecar did not finish within {METRICS_WAIT_SECONDS}s" >&2; exit 125',
             "fi",
         ]
     lines.append('exit "$tau_rc"')
@@ -101,14 +110,14 @@ def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
 
 
 def _wait_file(path: str) -> str:
-    return (f"tau_i=0; while [ ! -e {q(path)} ] && [ \"$tau_i\" -lt {METRICS_WAIT_SECONDS * 2} ]; "
-            f"do sleep 0.5; tau_i=$((tau_i+1)); done\nif [ ! -e {q(path)} ]; then")
+    return (f'tau_i=0; while [ ! -e {dq(path)} ] && [ "$tau_i" -lt {METRICS_WAIT_SECONDS * 2} ]; '
+            f"do sleep 0.5; tau_i=$((tau_i+1)); done\nif [ ! -e {dq(path)} ]; then")
 
 
 def _publish_lines(w: Wrappers) -> list[str]:
     dest = f"{w.output}/{PUBLICATION_DIR}/{w.publication_id}"
     return [
-        f"tau_stage={q(w.staging_dir or '')}; tau_dest={q(dest)}",
+        f"tau_stage={dq(w.staging_dir or '')}; tau_dest={dq(dest)}",
         'mkdir -p "$tau_dest"',
         'for tau_f in "$tau_stage"/* "$tau_stage"/.[!.]* "$tau_stage"/..?*; do',
         '  [ -e "$tau_f" ] || [ -L "$tau_f" ] || continue',
@@ -132,7 +141,7 @@ def _publish_lines(w: Wrappers) -> list[str]:
         '  [ "$(sha256sum -- "$tau_dest/$tau_n" | cut -d" " -f1)" = "$tau_sum" ] '
         '|| { echo "tau: concurrent writer changed $tau_n" >&2; exit 126; }',
         "done",
-        f"printf 'complete %s\\n' {q(w.publication_id or '')} > \"$tau_dest/{PUBLICATION_MARKER}.tmp\"",
+        f'printf "complete %s\\n" {dq(w.publication_id or "")} > "$tau_dest/{PUBLICATION_MARKER}.tmp"',
         f'mv -f "$tau_dest/{PUBLICATION_MARKER}.tmp" "$tau_dest/{PUBLICATION_MARKER}"',
     ]
 
@@ -143,9 +152,9 @@ def _index_lines(w: Wrappers) -> list[str]:
     index = f"{out}/.tau/checkpoint-artifact.json"
     doc = canonical_json({"checkpoint": w.checkpoint, "path": target})
     return [
-        f"if [ ! -e {q(target)} ]; then echo {q('tau: storage.checkpoint ' + str(w.checkpoint) + ' was not written under ' + out)} >&2; exit 1; fi",
-        f"mkdir -p {q(out + '/.tau')}",
-        f"printf '%s\\n' {q(doc)} > {q(index)}.tmp && mv -f {q(index)}.tmp {q(index)}",
+        f"if [ ! -e {dq(target)} ]; then echo {dq('tau: storage.checkpoint ' + str(w.checkpoint) + ' was not written under ' + out)} >&2; exit 1; fi",
+        f"mkdir -p {dq(out + '/.tau')}",
+        f'printf "%s\\n" {dq(doc)} > {dq(index + ".tmp")} && mv -f {dq(index + ".tmp")} {dq(index)}',
     ]
 
 
