@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 JOB = "job"
@@ -335,7 +336,8 @@ REMOVED: dict[str, tuple[str, str]] = {
 }
 
 
-def children(prefix: str) -> list[Field]:
+@cache
+def children(prefix: str) -> tuple[Field, ...]:
     """Direct children of an object path ('' for the top level)."""
     depth = 0 if not prefix else prefix.count(".") + 1
     out = []
@@ -344,10 +346,11 @@ def children(prefix: str) -> list[Field]:
             continue
         if f.path.count(".") == depth:
             out.append(f)
-    return out
+    return tuple(out)
 
 
-def canonical_fields() -> list[Field]:
+@cache
+def canonical_fields() -> tuple[Field, ...]:
     """Fields whose values appear in the normalized config: non-alias, non-reserved leaves, plus lists of
     objects (normalized item by item)."""
     out = []
@@ -359,7 +362,7 @@ def canonical_fields() -> list[Field]:
         if f.type == "object" and f.path not in OPTIONAL_OBJECTS:
             continue
         out.append(f)
-    return out
+    return tuple(out)
 
 
 def aliases_of(path: str) -> list[Field]:

@@ -817,9 +817,10 @@ def _seconds(duration: str) -> float:
 def resilience_rules(ctx: RuleContext) -> None:
     from tau_core.lifecycle import FailureReason
 
-    base = ctx.where("resilience.retry_on")
-    allowed = {FailureReason.parse(r) for r in RETRY_REASONS}
-    for i, reason in enumerate(ctx.get("resilience.retry_on") or []):
+    reasons = ctx.get("resilience.retry_on") or []
+    base = ctx.where("resilience.retry_on") if reasons else ()
+    allowed = {FailureReason.parse(r) for r in RETRY_REASONS} if reasons else set()
+    for i, reason in enumerate(reasons):
         try:
             parsed = FailureReason.parse(reason)
         except ValueError:

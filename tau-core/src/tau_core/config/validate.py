@@ -12,6 +12,7 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +78,19 @@ def get_path(data: Any, dotted_path: str) -> Any:
 
 
 def set_path(data: dict[str, Any], dotted_path: str, value: Any) -> None:
-    parts = dotted_path.split(".")
+    parts = _split(dotted_path)
     node = data
     for part in parts[:-1]:
-        node = node.setdefault(part, {})
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        node = nxt
     node[parts[-1]] = value
+
+
+@cache
+def _split(dotted_path: str) -> tuple[str, ...]:
+    return tuple(dotted_path.split("."))
 
 
 def config_hash(normalized: dict[str, Any]) -> str:
