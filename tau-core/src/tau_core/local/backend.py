@@ -118,7 +118,7 @@ class LocalBackend:
         run_id = paths.new_run_id(request.name or "run")
         plan = build_plan(request, run_id, env)
         run = create_run_dir(run_id, env)
-        write_json_atomic(run.request_file, plan, mode=0o600)
+        write_json_atomic(run.request_file, plan, mode=0o600, durable=True)
         max_attempts = 1 + int(plan["retry"]["max_retries"])
         created = now_iso()
         write_json_atomic(run.run_file, {
@@ -360,7 +360,7 @@ class LocalBackend:
         return plan
 
     def _restart(self, run: RunDir, plan: dict[str, Any], pending: dict[str, Any], why: str) -> SubmitResult:
-        write_json_atomic(run.request_file, plan, mode=0o600)
+        write_json_atomic(run.request_file, plan, mode=0o600, durable=True)
         run.cancel_file.unlink(missing_ok=True)
 
         def change(r: dict[str, Any]) -> None:

@@ -12,7 +12,8 @@ root (``TAU_DATA_DIR`` inside the run), ``/mnt/...`` the local hot root.
 Defaults that differ from the cluster because local run ids are unique per submission:
 
 * ``storage.output`` unset -> ``<data root>/checkpoints/workflows/<run-id>``;
-* ``resilience.checkpoint_path`` unset -> ``<output>/checkpoints`` (each local run has its own output).
+* ``resilience.checkpoint_path`` unset (or the cluster default ``/data/checkpoints/finetunes/<name>``, which
+  would make every local run of a target share one directory) -> ``<output>/checkpoints``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ DEFAULT_RETRY_ON = ("Preempted", "Evicted")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 RAY_INSTALL = "pip install 'tau[ray]'"
+CLUSTER_CHECKPOINT_ROOT = "/data/checkpoints/finetunes"
 
 
 def get(config: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
@@ -214,7 +216,10 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
     output_cfg = get(config, "storage.output")
     output = paths.map_container_path(str(output_cfg), env) if output_cfg else data / "checkpoints" / "workflows" / run_id
     checkpoint_cfg = get(config, "resilience.checkpoint_path")
-    checkpoint = paths.map_container_path(str(checkpoint_cfg), env) if checkpoint_cfg else output / "checkpoints"
+    if checkpoint_cfg and str(checkpoint_cfg).rstrip("/") != f"{CLUSTER_CHECKPOINT_ROOT}/{request.name}":
+        checkpoint = paths.map_container_path(str(checkpoint_cfg), env)
+    else:  # unset, or the cluster default derived from the target name: use this run's own output
+        checkpoint = output / "checkpoints"
     staged = str(get(config, "storage.publish") or "").strip().lower() == "staged"
 
     injected: dict[str, str] = {}

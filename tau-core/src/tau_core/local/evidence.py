@@ -140,10 +140,46 @@ class EvidenceBridge:
             register = getattr(self.sink, "record_run", None)
             if callable(register):
                 register(**self._run_meta(state="running"))
+            elif not self.state.get("registered"):
+                self._register_with_cli()
         except Exception as exc:  # noqa: BLE001 - evidence must never take the run down
             self.unavailable = f"experiment store unavailable: {type(exc).__name__}: {exc}"
             self.sink = None
         return self.sink
+
+    def _register_with_cli(self) -> None:
+        """Record the run (experiment, output directory, config) with ``taugrid-portal experiment track``.
+
+        Used when the sink offers no ``record_run``: the metric sink creates bare runs, and the run's
+        identity must exist before its first metric file so Stellar can link the output directory.
+        """
+        cli = find_portal_cli()
+        if cli is None:
+            return
+        meta = self._run_meta(state="running")
+        argv = [cli, "experiment", "track", self.ident["run_id"], "--store", str(self.store),
+                "--project", self.ident["project"], "--group", self.ident["group"], "--state", "running",
+                "--owner", str(meta["owner"]), "--result-uri", meta["result_uri"],
+                "--log-uri", self.run_dir.log_file.as_uri(), "--command", meta["tau_command"],
+                "--idempotency-key", f"tau-local-{self.ident['run_id']}", "-o", "json"]
+        if self.ident["experiment"]:
+            argv += ["--experiment", self.ident["experiment"]]
+        if meta.get("created_at"):
+            argv += ["--created-at", str(meta["created_at"])]
+        if meta.get("config_hash"):
+            argv += ["--config-hash", str(meta["config_hash"])]
+        config_path = self.plan.get("config_path")
+        if config_path and Path(config_path).is_file():
+            argv += ["--config", str(config_path)]
+        for key, value in meta["tags"].items():
+            argv += ["--tag", f"{key}={value}"]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
+                              stdin=subprocess.DEVNULL, env={**self.env, "NO_COLOR": "1"})
+        if proc.returncode == 0:
+            self.state["registered"] = True
+        else:
+            last = (proc.stderr or proc.stdout or "").strip().splitlines()
+            self.state["error"] = "recording the run: " + (last[-1] if last else f"exit code {proc.returncode}")
 
     def _run_meta(self, *, state: str, completed_at: str | None = None) -> dict[str, Any]:
         record = self.run_dir.read()

@@ -51,8 +51,12 @@ def parse_iso(value: str | None) -> float | None:
         return None
 
 
-def write_json_atomic(path: Path, data: Any, *, mode: int = 0o644) -> None:
-    """Write ``data`` to a temporary dotfile beside ``path``, fsync it, then rename it into place."""
+def write_json_atomic(path: Path, data: Any, *, mode: int = 0o644, durable: bool = False) -> None:
+    """Write ``data`` to a temporary dotfile beside ``path`` and rename it into place.
+
+    Readers never see a partial document.  ``durable`` also fsyncs the data before the rename (state
+    transitions skip it: they are rewritten often and a crash loses at most the newest transition).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -60,7 +64,8 @@ def write_json_atomic(path: Path, data: Any, *, mode: int = 0o644) -> None:
             json.dump(data, fh, indent=2, sort_keys=True)
             fh.write("\n")
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

@@ -1,0 +1,285 @@
+"""End to end: the local backend through the installed ``tau`` entry point, in subprocesses.
+
+Every test gets a private ``TAU_DATA_DIR`` (run registry, local /data, experiment store) and a
+throw-away project with ``tau/<target>.yaml``; runs are submitted with ``tau run TARGET --local``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+TAU = str(BIN / "tau")
+PORTAL = str(BIN / "taugrid-portal")
+QUICKSTART = REPO / "examples" / "quickstart"
+
+
+class Local:
+    """A private tau home plus helpers that drive ``tau`` as a user would."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.home = root / "tau-home"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}
+        self.env.update({"TAU_DATA_DIR": str(self.home), "NO_COLOR": "1", "HOME": str(root),
+                         "KUBECONFIG": str(root / "no-kubeconfig")})
+        self.count = 0
+
+    def project(self, script: str, target: str = "job", **config: Any) -> Path:
+        self.count += 1
+        project = self.root / f"project-{self.count}"
+        (project / "tau").mkdir(parents=True)
+        (project / "script.py").write_text(textwrap.dedent(script))
+        cfg: dict[str, Any] = {"name": target, "engine": "job", "entrypoint": "../script.py",
+                               "compute": {"gpus": 0}, "runtime": {"image": "python:3.12-slim"}}
+        for key, value in config.items():
+            if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+                cfg[key] = {**cfg[key], **value}
+            else:
+                cfg[key] = value
+        (project / "tau" / f"{target}.yaml").write_text(json.dumps(cfg, indent=2))
+        return project
+
+    def tau(self, *args: str, cwd: Path | None = None, check: bool = True, timeout: float = 120,
+            ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([TAU, *args], cwd=cwd or self.root, env=self.env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+        if check:
+            assert proc.returncode == 0, (args, proc.returncode, proc.stdout, proc.stderr)
+        return proc
+
+    def submit(self, project: Path, target: str = "job") -> str:
+        proc = self.tau("run", target, "--local", "-o", "json", cwd=project)
+        doc = json.loads(proc.stdout)
+        assert doc["backend"] == "local" and doc["created"] is True, doc
+        return str(doc["run"])
+
+    # -- lifecycle verbs ------------------------------------------------------------------
+    def _backend(self) -> Any:
+        from tau_core.local.backend import LocalBackend
+
+        return LocalBackend(env=self.env)
+
+    def status(self, run: str) -> dict[str, Any]:
+        st = self._backend().status(_ref(run))
+        return {"state": st.extra["state"], "terminal": st.terminal, "succeeded": st.succeeded,
+                "failure": st.failure.value if st.failure else None, "message": st.message,
+                "phases": [(p.name, p.state) for p in st.phases], "extra": st.extra}
+
+    def wait(self, run: str, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            doc = self.status(run)
+            if doc["terminal"] and (doc["extra"]["evidence_done"] or not doc["extra"]["supervisor_alive"]):
+                return doc
+            assert time.monotonic() < deadline, doc
+            time.sleep(0.1)
+
+    def logs(self, run: str, *, follow: bool = False, tail: int = -1) -> list[str]:
+        from tau_core.lifecycle import LogOptions
+
+        return list(self._backend().logs(_ref(run), LogOptions(follow=follow, tail=tail)))
+
+    def get(self, run: str, artifact: str | None = None) -> Any:
+        return self._backend().get(_ref(run), artifact)
+
+    def cancel(self, run: str, timeout: float = 30) -> None:
+        self._backend().cancel(_ref(run), wait=True, timeout=timeout)
+
+    def resume(self, run: str, project: Path, target: str = "job") -> Any:
+        from tau_core.lifecycle import SubmitRequest
+
+        cfg = json.loads((project / "tau" / f"{target}.yaml").read_text())
+        request = SubmitRequest(name=target, config=cfg, objects=[], context={},
+                                config_path=project / "tau" / f"{target}.yaml")
+        return self._backend().resume(_ref(run), request)
+
+    def wait_line(self, run: str, prefix: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(x.startswith(prefix) for x in self.logs(run)):
+            assert time.monotonic() < deadline, self.logs(run)
+            time.sleep(0.05)
+
+
+def _ref(run: str) -> Any:
+    from tau_core.lifecycle import RunRef
+
+    return RunRef(name=run, backend="local")
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Local:
+    return Local(tmp_path)
+
+
+def test_quickstart_runs_to_completion_with_evidence_in_the_store(local: Local) -> None:
+    run = local.submit(QUICKSTART, "train")
+    doc = local.wait(run)
+    assert doc["succeeded"], doc
+    assert doc["phases"] == [("Submitted", "done"), ("Started", "done"), ("Running", "done"),
+                             ("Completed", "done"), ("Evidence", "done")], doc
+    out = Path(doc["extra"]["output_dir"])
+    assert (out / "report.json").is_file() and (out / "checkpoints" / "checkpoint.json").is_file()
+    chunks = sorted((out / "metrics").glob("chunk-*.jsonl"))
+    assert len(chunks) == 40 and not list((out / "metrics").glob(".*"))
+    row = json.loads(chunks[0].read_text())
+    assert set(row) == {"_step", "_timestamp", "loss", "accuracy"} and row["_step"] == 0
+    store = local.home / "expstore"
+    search = subprocess.run([PORTAL, "experiment", "search", "--store", str(store), "-o", "json"],
+                            capture_output=True, text=True, env=local.env, check=True)
+    runs = {r["run_id"]: r for r in json.loads(search.stdout)["runs"]}
+    assert run in runs and {"loss", "accuracy", "tau/run_status"} <= set(runs[run]["metric_names"])
+    page = Path(doc["extra"]["stellar"])
+    assert page.is_file() and out.as_uri() in page.read_text()
+    again = subprocess.run([PORTAL, "experiment", "stellar", run, "--store", str(store), "-o", "json"],
+                           capture_output=True, text=True, env=local.env)
+    assert again.returncode == 0, again.stderr
+
+
+def test_failing_exit_code(local: Local) -> None:
+    run = local.submit(local.project("import sys\nprint('bad hyperparameter')\nsys.exit(7)\n"))
+    doc = local.wait(run)
+    assert doc["state"] == "Failed" and doc["failure"] == "Unknown" and doc["extra"]["exit_code"] == 7
+    assert ("Failed", "warning") in doc["phases"]
+    assert "bad hyperparameter" in local.logs(run)
+
+
+def test_oom_is_classified(local: Local) -> None:
+    run = local.submit(local.project("blob = bytearray(3 * 1024 ** 3)\n", compute={"memory_limit": "64Mi"}))
+    doc = local.wait(run)
+    assert doc["failure"] == "OOMKilled", doc
+
+
+def test_cancel_during_a_run(local: Local) -> None:
+    run = local.submit(local.project("import time\nprint('working', flush=True)\ntime.sleep(120)\n"))
+    local.wait_line(run, "working")
+    local.cancel(run)
+    doc = local.status(run)
+    assert doc["state"] == "Cancelled" and doc["extra"]["signal"] == "SIGTERM", doc
+
+
+def test_retry_succeeds_on_the_second_attempt(local: Local) -> None:
+    project = local.project("""
+        import os
+        if "TAU_RETRY_ATTEMPT" not in os.environ:
+            bytearray(3 * 1024 ** 3)
+        print("retry", os.environ["TAU_RETRY_ATTEMPT"], os.environ["TAU_RETRY_REASON"])
+    """, compute={"memory_limit": "64Mi"},
+        resilience={"max_retries": 1, "retry_on": ["OOMKilled"], "backoff_initial": "200ms"})
+    run = local.submit(project)
+    doc = local.wait(run)
+    assert doc["succeeded"], doc
+    assert [a["reason"] for a in doc["extra"]["attempts"]] == ["OOMKilled", "Completed"]
+    assert "retry 1 OOMKilled" in local.logs(run)
+
+
+def test_resume_from_a_checkpoint(local: Local) -> None:
+    project = local.project((QUICKSTART / "train.py").read_text(), target="train",
+                            runtime={"env": {"QUICKSTART_STEPS": "25", "QUICKSTART_STEP_SECONDS": "0.15"}})
+    run = local.submit(project, "train")
+    local.wait_line(run, "step   7")
+    local.cancel(run)
+    assert local.status(run)["state"] == "Cancelled"
+    local.resume(run, project, "train")
+    doc = local.wait(run)
+    assert doc["succeeded"], doc
+    resumed = [x for x in local.logs(run) if x.startswith("resumed from step")]
+    assert resumed, local.logs(run)
+    report = json.loads(local.get(run, "report.json"))
+    assert report["resumed_from_step"] >= 5 and report["steps"] == 25
+
+
+def test_logs_follow_until_the_end(local: Local) -> None:
+    run = local.submit(local.project("""
+        import time
+        for i in range(15):
+            print("tick", i, flush=True)
+            time.sleep(0.05)
+    """))
+    lines = local.logs(run, follow=True)
+    assert [x for x in lines if x.startswith("tick")] == [f"tick {i}" for i in range(15)]
+    assert lines[-1] == "[tau] run succeeded"
+    assert local.logs(run, tail=1) == ["[tau] run succeeded"]
+
+
+def test_two_concurrent_runs(local: Local, tmp_path: Path) -> None:
+    # each run waits for the other to start: both succeed only if they really ran at the same time
+    script = """
+        import os, pathlib, sys, time
+        me, other = os.environ["WHO"], os.environ["OTHER"]
+        barrier = pathlib.Path(os.environ["BARRIER"])
+        (barrier / me).touch()
+        deadline = time.time() + 60
+        while not (barrier / other).exists():
+            if time.time() > deadline:
+                sys.exit("the other run never started")
+            time.sleep(0.05)
+        for i in range(3):
+            print(me, i, flush=True)
+    """
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    a = local.submit(local.project(script, runtime={"env": {"WHO": "a", "OTHER": "b", "BARRIER": str(barrier)}}))
+    b = local.submit(local.project(script, runtime={"env": {"WHO": "b", "OTHER": "a", "BARRIER": str(barrier)}}))
+    assert a != b
+    assert local.wait(a)["succeeded"] and local.wait(b)["succeeded"]
+    assert [x for x in local.logs(a) if not x.startswith("[tau]")] == [f"a {i}" for i in range(3)]
+    assert [x for x in local.logs(b) if not x.startswith("[tau]")] == [f"b {i}" for i in range(3)]
+    assert local.status(a)["extra"]["output_dir"] != local.status(b)["extra"]["output_dir"]
+
+
+def test_the_cli_killed_mid_run_leaves_status_and_logs_right(local: Local) -> None:
+    project = local.project("import time\nfor i in range(10):\n    print('tick', i, flush=True)\n"
+                            "    time.sleep(0.1)\n")
+    proc = subprocess.Popen([TAU, "run", "job", "--local"], cwd=project, env=local.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert first.startswith("Run: "), first
+    run = first.split()[1]
+    doc = local.wait(run)
+    assert doc["succeeded"], doc
+    assert [x for x in local.logs(run) if x.startswith("tick")] == [f"tick {i}" for i in range(10)]
+
+
+def test_hostile_artifact_paths_are_refused(local: Local, tmp_path: Path) -> None:
+    from tau_core.errors import UsageError
+
+    (tmp_path / "secret.txt").write_text("secret")
+    run = local.submit(local.project(f"""
+        import os, pathlib
+        out = pathlib.Path(os.environ["TAU_OUTPUT_DIR"])
+        (out / "ok.txt").write_text("ok")
+        os.symlink({str(tmp_path / 'secret.txt')!r}, out / "escape.txt")
+    """))
+    local.wait(run)
+    assert local.get(run, "ok.txt") == b"ok"
+    for hostile in ("../../../secret.txt", "/etc/passwd", "ok.txt\0", "escape.txt"):
+        with pytest.raises(UsageError):
+            local.get(run, hostile)
+
+
+def test_env_secret_and_rayjob_fail_with_clear_errors(local: Local) -> None:
+    secret = local.project("print(1)", runtime={"env_secret": {"HF_TOKEN": "hf-secret:token"}})
+    proc = local.tau("run", "job", "--local", cwd=secret, check=False)
+    assert proc.returncode == 1 and "runtime.env_secret" in proc.stderr and "Traceback" not in proc.stderr
+    assert "hf-secret" not in proc.stderr
+    ray = local.project("print(1)", engine="rayjob")
+    cfg = json.loads((ray / "tau" / "job.yaml").read_text())
+    cfg["compute"] = {"workers": 1, "gpus_per_worker": 0}
+    (ray / "tau" / "job.yaml").write_text(json.dumps(cfg))
+    proc = local.tau("run", "job", "--local", cwd=ray, check=False)
+    assert proc.returncode == 1 and "pip install 'tau[ray]'" in proc.stderr, proc.stderr
