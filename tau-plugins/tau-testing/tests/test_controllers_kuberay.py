@@ -56,7 +56,7 @@ def test_rayjob_full_lifecycle(cluster: SimCluster) -> None:
     pods = cluster.store.list("v1", "Pod", "team", label_selector=f"ray.io/cluster={rc_name}")
     kinds = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in pods)
     assert kinds == ["head", "worker", "worker"]
-    head = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "head"][0]
+    head = next(p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "head")
     assert head["metadata"]["name"].startswith(f"{rc_name}-head-")
     assert head["metadata"]["labels"]["ray.io/group"] == "headgroup"
     workers = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]

@@ -120,7 +120,7 @@ def test_gpu_flavor_node_labels_place_pods_on_the_gpu_node(cluster: SimCluster) 
     assert pod["spec"]["nodeName"] == "gpu-1"
     assert pod["spec"]["nodeSelector"] == {"gpu-class": "a100"}
     cq = cluster.store.get(API, "ClusterQueue", None, "cq")["status"]
-    gpu = [r for r in cq["flavorsUsage"][0]["resources"] if r["name"] == "nvidia.com/gpu"][0]
+    gpu = next(r for r in cq["flavorsUsage"][0]["resources"] if r["name"] == "nvidia.com/gpu")
     assert gpu["total"] == "2"
 
 

@@ -66,7 +66,7 @@ def test_pull_init_run_and_logs_follow_the_script(cluster: SimCluster) -> None:
     assert ("Pulled", 'Successfully pulled image "busybox:1.36" in 3s (3s including waiting). Image size: '
             + evs[[r for r, _ in evs].index("Pulled")][1].split("Image size: ")[1]) in evs
     assert ("Started", "Started container prepare") in evs and ("Started", "Started container main") in evs
-    pulled = [e for e in for_object(cluster, pod) if e["reason"] == "Pulled"][0]
+    pulled = next(e for e in for_object(cluster, pod) if e["reason"] == "Pulled")
     assert pulled["firstTimestamp"] == "2026-01-01T00:00:03Z"
     assert pulled["source"] == {"component": "kubelet", "host": "node-1"}
 

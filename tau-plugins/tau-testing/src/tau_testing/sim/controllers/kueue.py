@@ -887,14 +887,15 @@ def _assign(cq: dict[str, Any], flavors: dict[str, Any], wl: dict[str, Any],
                     in_use = assumed.get((fname, res), 0)
                     earlier = assumed.get((fname, res), 0) - usage.get((fname, res), 0)  # this workload's
                     if earlier + need > quota:
+                        cap = u.format_quantity(res, quota)
                         if earlier:
                             reasons.append(
                                 f"insufficient quota for {res} in flavor {fname}, previously considered podsets "
                                 f"requests ({u.format_quantity(res, earlier)}) + current podset request "
-                                f"({u.format_quantity(res, need)}) > maximum capacity ({u.format_quantity(res, quota)})")
+                                f"({u.format_quantity(res, need)}) > maximum capacity ({cap})")
                         else:
                             reasons.append(f"insufficient quota for {res} in flavor {fname}, request > maximum "
-                                           f"capacity ({u.format_quantity(res, need)} > {u.format_quantity(res, quota)})")
+                                           f"capacity ({u.format_quantity(res, need)} > {cap})")
                         fits = False
                     elif in_use + need > quota:
                         more = in_use + need - quota
