@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
+
 from tau_core import keys
 from tau_core.k8s_schema import validate_objects
 
@@ -47,8 +48,11 @@ def test_golden_matches(example: str, target: str, rendered: dict[tuple[str, str
     assert path.exists(), f"missing golden {path}; create it with: {regen.REGEN_COMMAND}"
     delta = regen.diff(example, target, rendered[(example, target)])
     if delta:
-        pytest.fail(f"rendered output of examples/{example} target {target} differs from its golden:\n{delta}\n"
-                    f"if the change is intended, run: {regen.REGEN_COMMAND}", pytrace=False)
+        pytest.fail(
+            f"rendered output of examples/{example} target {target} differs from its golden:\n{delta}\n"
+            f"if the change is intended, run: {regen.REGEN_COMMAND}",
+            pytrace=False,
+        )
 
 
 @pytest.mark.parametrize(("example", "target"), CASES, ids=[f"{e}/{t}" for e, t in CASES])
@@ -74,7 +78,9 @@ def test_example_contracts(rendered: dict[tuple[str, str], str]) -> None:
     [ray] = _objects(rendered[("kind-smoke", "ray")])
     assert ray["kind"] == "RayJob" and ray["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 2
     [tune] = _objects(rendered[("ray-tune-smoke", "tune")])
-    head_env = {e["name"] for e in tune["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    head_env = {
+        e["name"] for e in tune["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert {"TAU_TUNE_METRIC", "TAU_TUNE_PARAM_SPACE"} <= head_env
     [portal] = _objects(rendered[("portal-ray-stellar", "train")])
     ann = portal["metadata"]["annotations"]

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ruamel.yaml import YAML
+
 from tau_core.config.profiles import SNAPSHOT_API_VERSION, SNAPSHOT_KIND, profile_set_hash
 
 

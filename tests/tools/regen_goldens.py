@@ -32,9 +32,18 @@ GOLDEN_ENV = {
     "NO_COLOR": "1",
 }
 #: Variables that would make the output depend on the machine; removed while rendering.
-CLEARED_ENV = ("TAU_CONTEXT", "TAU_METRICS_OFFLOAD_OUT", "TAU_METRICS_OFFLOAD_SOURCE", "TAU_METRICS_OFFLOAD_INTERVAL",
-               "TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT", "TAU_PLUGINS", "TAU_DISABLE_PLUGINS", "TAU_TRACE_HOOKS",
-               "TAU_TEAM", "TAU_SYSTEM_NAMESPACE")
+CLEARED_ENV = (
+    "TAU_CONTEXT",
+    "TAU_METRICS_OFFLOAD_OUT",
+    "TAU_METRICS_OFFLOAD_SOURCE",
+    "TAU_METRICS_OFFLOAD_INTERVAL",
+    "TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT",
+    "TAU_PLUGINS",
+    "TAU_DISABLE_PLUGINS",
+    "TAU_TRACE_HOOKS",
+    "TAU_TEAM",
+    "TAU_SYSTEM_NAMESPACE",
+)
 REGEN_COMMAND = "python tests/tools/regen_goldens.py"
 
 
@@ -61,8 +70,15 @@ def _rendering_env(example: str, target: str) -> Iterator[dict[str, str | None]]
         shutil.copytree(EXAMPLES_DIR / example, workdir, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         env: dict[str, str | None] = {name: None for name in CLEARED_ENV}
         env.update(GOLDEN_ENV)
-        env.update({"HOME": home, "TAU_CONFIG_DIR": f"{home}/config", "TAU_DATA_DIR": f"{home}/data",
-                    "XDG_CONFIG_HOME": f"{home}/.config", "KUBECONFIG": f"{home}/no-kubeconfig"})
+        env.update(
+            {
+                "HOME": home,
+                "TAU_CONFIG_DIR": f"{home}/config",
+                "TAU_DATA_DIR": f"{home}/data",
+                "XDG_CONFIG_HOME": f"{home}/.config",
+                "KUBECONFIG": f"{home}/no-kubeconfig",
+            }
+        )
         try:
             os.chdir(workdir)
             sys.argv = ["tau", "run", target, "--dry-run=client"]
@@ -79,8 +95,10 @@ def render(example: str, target: str) -> str:
     with _rendering_env(example, target) as env:
         result = TauCli(env=env)("run", target, "--dry-run=client")
     if result.exit_code != 0:
-        raise RuntimeError(f"tau run {target} --dry-run=client failed in examples/{example} "
-                           f"(exit {result.exit_code}):\n{result.stderr}")
+        raise RuntimeError(
+            f"tau run {target} --dry-run=client failed in examples/{example} "
+            f"(exit {result.exit_code}):\n{result.stderr}"
+        )
     return result.stdout
 
 
@@ -90,8 +108,15 @@ def diff(example: str, target: str, rendered: str) -> str:
     if expected == rendered:
         return ""
     rel = path.relative_to(REPO)
-    return "".join(difflib.unified_diff(expected.splitlines(keepends=True), rendered.splitlines(keepends=True),
-                                        fromfile=f"{rel} (golden)", tofile=f"{rel} (rendered now)", n=3))
+    return "".join(
+        difflib.unified_diff(
+            expected.splitlines(keepends=True),
+            rendered.splitlines(keepends=True),
+            fromfile=f"{rel} (golden)",
+            tofile=f"{rel} (rendered now)",
+            n=3,
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

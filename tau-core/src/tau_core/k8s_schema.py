@@ -90,8 +90,11 @@ def _strict(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: _strict(v) for k, v in schema.items()}
-    if ("properties" in out and "additionalProperties" not in out
-            and not out.get("x-kubernetes-preserve-unknown-fields")):
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
         out["additionalProperties"] = False
     return out
 
@@ -149,7 +152,9 @@ def object_errors(obj: Mapping[str, Any], *, crds: Path | None = None) -> list[s
     directory = str(crds or crds_dir())
     crd = _crd_validator(directory, api_version, kind)
     if crd is None:
-        return [f"{name}: no schema for apiVersion {api_version} kind {kind} (core {K8S_VERSION} or CRDs in {directory})"]
+        return [
+            f"{name}: no schema for apiVersion {api_version} kind {kind} (core {K8S_VERSION} or CRDs in {directory})"
+        ]
     problems = list(_errors(crd, obj, name))
     meta_check = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj.get("metadata") or {}}
     problems += list(_errors(_core_validator("v1", "ConfigMap"), meta_check, f"{name} metadata"))

@@ -121,3 +121,10 @@ NVIDIA_GPU: Final = "nvidia.com/gpu"
 ADX_SCRAPE: Final = "adx-mon/scrape"
 ADX_PORT: Final = "adx-mon/port"
 ADX_LOG_DESTINATION: Final = "adx-mon/log-destination"
+
+# -- run lifecycle (automatic retry; added with the kubernetes execution backend) --------------
+#: On a retried workload: which attempt this object is (1-based retry number), the retry budget,
+#: and the failure that caused it.  Recorded on the workload so the count never resets.
+RETRY_ATTEMPT: Final = "tau.azure.com/retry-attempt"
+RETRY_MAX: Final = "tau.azure.com/retry-max"
+RETRY_REASON: Final = "tau.azure.com/retry-reason"

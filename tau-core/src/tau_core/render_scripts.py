@@ -69,8 +69,10 @@ def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
     lines: list[str] = ["set -euo pipefail"]
     if wrappers.completion_file:
         done = dq(wrappers.completion_file)
-        lines += [f'tau_done() {{ tau_ec=$?; printf "{{\\"exit_code\\":%s}}\\n" "$tau_ec" > {done} || true; exit "$tau_ec"; }}',
-                  "trap tau_done EXIT"]
+        lines += [
+            f'tau_done() {{ tau_ec=$?; printf "{{\\"exit_code\\":%s}}\\n" "$tau_ec" > {done} || true; exit "$tau_ec"; }}',  # noqa: E501
+            "trap tau_done EXIT",
+        ]
     if wrappers.preflight:
         lines += [
             "if [ ! -d /data ] || [ ! -w /data ]; then",
@@ -110,8 +112,10 @@ def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
 
 
 def _wait_file(path: str) -> str:
-    return (f'tau_i=0; while [ ! -e {dq(path)} ] && [ "$tau_i" -lt {METRICS_WAIT_SECONDS * 2} ]; '
-            f"do sleep 0.5; tau_i=$((tau_i+1)); done\nif [ ! -e {dq(path)} ]; then")
+    return (
+        f'tau_i=0; while [ ! -e {dq(path)} ] && [ "$tau_i" -lt {METRICS_WAIT_SECONDS * 2} ]; '
+        f"do sleep 0.5; tau_i=$((tau_i+1)); done\nif [ ! -e {dq(path)} ]; then"
+    )
 
 
 def _publish_lines(w: Wrappers) -> list[str]:
@@ -123,15 +127,15 @@ def _publish_lines(w: Wrappers) -> list[str]:
         '  [ -e "$tau_f" ] || [ -L "$tau_f" ] || continue',
         '  tau_n=$(basename "$tau_f")',
         f'  case "$tau_n" in {PUBLICATION_MARKER}|{PUBLICATION_DIR}) '
-        "echo \"tau: staged output uses the reserved name $tau_n\" >&2; exit 126;; esac",
+        'echo "tau: staged output uses the reserved name $tau_n" >&2; exit 126;; esac',
         '  if [ -L "$tau_f" ] || [ ! -f "$tau_f" ]; then',
-        "    echo \"tau: staged entry $tau_n is not a regular file; publish directories with an application-owned "
-        "durable protocol\" >&2; exit 126",
+        '    echo "tau: staged entry $tau_n is not a regular file; publish directories with an application-owned '
+        'durable protocol" >&2; exit 126',
         "  fi",
         '  tau_sum=$(sha256sum -- "$tau_f" | cut -d" " -f1)',
         '  if [ -e "$tau_dest/$tau_n" ]; then',
         '    [ "$(sha256sum -- "$tau_dest/$tau_n" | cut -d" " -f1)" = "$tau_sum" ] && continue',
-        "    echo \"tau: refusing to overwrite non-matching durable artifact $tau_n\" >&2; exit 126",
+        '    echo "tau: refusing to overwrite non-matching durable artifact $tau_n" >&2; exit 126',
         "  fi",
         '  tau_tmp="$tau_dest/.tau-publish-$tau_n.$$"',
         '  cp -a -- "$tau_f" "$tau_tmp"',
@@ -152,7 +156,7 @@ def _index_lines(w: Wrappers) -> list[str]:
     index = f"{out}/.tau/checkpoint-artifact.json"
     doc = canonical_json({"checkpoint": w.checkpoint, "path": target})
     return [
-        f"if [ ! -e {dq(target)} ]; then echo {dq('tau: storage.checkpoint ' + str(w.checkpoint) + ' was not written under ' + out)} >&2; exit 1; fi",
+        f"if [ ! -e {dq(target)} ]; then echo {dq('tau: storage.checkpoint ' + str(w.checkpoint) + ' was not written under ' + out)} >&2; exit 1; fi",  # noqa: E501
         f"mkdir -p {dq(out + '/.tau')}",
         f'printf "%s\\n" {dq(doc)} > {dq(index + ".tmp")} && mv -f {dq(index + ".tmp")} {dq(index)}',
     ]
@@ -166,9 +170,13 @@ def staged_publication(request: RenderRequest, output: str | None) -> tuple[str,
     if get(request.config, "storage.publish") != "staged":
         return None
     if not output or not (output == "/data" or output.startswith("/data/")):
-        raise ConfigError("staged artifact publication requires storage.output under /data",
-                          hint="set storage.output to a directory under /data on a writable PVC")
-    publication = request.ctx("artifact_publication_id") or derived_id("publication", request.name, request.submission_id)
+        raise ConfigError(
+            "staged artifact publication requires storage.output under /data",
+            hint="set storage.output to a directory under /data on a writable PVC",
+        )
+    publication = request.ctx("artifact_publication_id") or derived_id(
+        "publication", request.name, request.submission_id
+    )
     return f"{STAGING_ROOT}/{request.name}", str(publication)
 
 
@@ -180,12 +188,14 @@ def checkpoint_artifact(request: RenderRequest, output: str | None) -> str | Non
     parts = text.split("/")
     if text != text.strip() or text.startswith("/") or "\\" in text or any(p in ("", ".", "..") for p in parts):
         raise ConfigError(
-            f"storage.checkpoint: must be a relative path inside the run's checkpoint dir, without '.' or '..' segments (got {text!r})",
+            f"storage.checkpoint: must be a relative path inside the run's checkpoint dir, without '.' or '..' segments (got {text!r})",  # noqa: E501
             hint="name a file or directory relative to storage.output, for example best/model.safetensors",
         )
     if not output:
-        raise ConfigError("storage.checkpoint requires a writable durable PVC output",
-                          hint="set storage.data_pvc (and optionally storage.output)")
+        raise ConfigError(
+            "storage.checkpoint requires a writable durable PVC output",
+            hint="set storage.data_pvc (and optionally storage.output)",
+        )
     return text
 
 
@@ -206,36 +216,62 @@ def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffl
         return None
     history = [str(h) for h in get(cfg, "metrics.history", []) or []]
     if not history:
-        raise ConfigError("metrics.offload.enabled requires at least one metrics.history path",
-                          hint="list the JSONL history globs your trainer writes, relative to storage.output")
+        raise ConfigError(
+            "metrics.offload.enabled requires at least one metrics.history path",
+            hint="list the JSONL history globs your trainer writes, relative to storage.output",
+        )
     project, experiment, group = experiment_identity(cfg)
     if not project or not experiment:
-        raise ConfigError("metrics.offload.enabled requires experiment.project and experiment.name",
-                          hint="set experiment.project and experiment.name (or experiment.group)")
+        raise ConfigError(
+            "metrics.offload.enabled requires experiment.project and experiment.name",
+            hint="set experiment.project and experiment.name (or experiment.group)",
+        )
     output = resolved_output(request)
     if not output or not pvc_mounted or not output.startswith("/data"):
-        raise ConfigError("metrics.offload.enabled requires storage.output on a writable PVC under /data",
-                          hint="set storage.data_pvc and storage.output")
+        raise ConfigError(
+            "metrics.offload.enabled requires storage.output on a writable PVC under /data",
+            hint="set storage.data_pvc and storage.output",
+        )
     image = request.env.get("TAU_METRICS_OFFLOAD_IMAGE", "")
     if not image:
-        raise ConfigError("metrics.offload.enabled requires TAU_METRICS_OFFLOAD_IMAGE",
-                          hint="export TAU_METRICS_OFFLOAD_IMAGE=<taugrid-portal image>@sha256:<digest>")
+        raise ConfigError(
+            "metrics.offload.enabled requires TAU_METRICS_OFFLOAD_IMAGE",
+            hint="export TAU_METRICS_OFFLOAD_IMAGE=<taugrid-portal image>@sha256:<digest>",
+        )
     require_pinned(image, "TAU_METRICS_OFFLOAD_IMAGE")
     session = str(request.ctx("metrics_session_id") or derived_id("metrics", request.name, request.submission_id))
     out = request.env.get("TAU_METRICS_OFFLOAD_OUT") or f"{output}/.tau/metrics/{session}/offload"
     store = f"{METRICS_RUNTIME_DIR}/metrics/{session}/expstore"
-    args = ["experiment", "--store", store, "offload", "metrics", "--watch",
-            "--run", request.name, "--project", project, "--experiment", experiment]
+    args = [
+        "experiment",
+        "--store",
+        store,
+        "offload",
+        "metrics",
+        "--watch",
+        "--run",
+        request.name,
+        "--project",
+        project,
+        "--experiment",
+        experiment,
+    ]
     if group:
         args += ["--group", group]
     args += [
-        "--source", request.env.get("TAU_METRICS_OFFLOAD_SOURCE") or "stellar-online",
-        "--out", out,
-        "--completion-file", METRICS_COMPLETION_FILE,
-        "--interval", request.env.get("TAU_METRICS_OFFLOAD_INTERVAL") or "10s",
+        "--source",
+        request.env.get("TAU_METRICS_OFFLOAD_SOURCE") or "stellar-online",
+        "--out",
+        out,
+        "--completion-file",
+        METRICS_COMPLETION_FILE,
+        "--interval",
+        request.env.get("TAU_METRICS_OFFLOAD_INTERVAL") or "10s",
         "--baseline-existing-history",
-        "--ready-file", METRICS_READY_FILE,
-        "--done-file", METRICS_DONE_FILE,
+        "--ready-file",
+        METRICS_READY_FILE,
+        "--done-file",
+        METRICS_DONE_FILE,
     ]
     for h in history:
         args += ["--history", h if h.startswith("/") else str(PurePosixPath(output) / h)]
@@ -251,12 +287,16 @@ def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffl
         "image": image,
         "command": ["taugrid-portal"],
         "args": args,
-        "env": [{"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
-                {"name": "TAU_EXP_STORE", "value": store}],
+        "env": [
+            {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+            {"name": "TAU_EXP_STORE", "value": store},
+        ],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
         "securityContext": hardened_container_security(),
-        "volumeMounts": [{"name": METRICS_VOLUME, "mountPath": METRICS_RUNTIME_DIR},
-                         {"name": "data", "mountPath": "/data"}],
+        "volumeMounts": [
+            {"name": METRICS_VOLUME, "mountPath": METRICS_RUNTIME_DIR},
+            {"name": "data", "mountPath": "/data"},
+        ],
     }
     annotations = {keys.EXPERIMENT_SOURCE: "stellar", keys.METRICS_SESSION_ID: session}
     return MetricsOffload(container, session, annotations)
@@ -280,13 +320,17 @@ def parse_duration_seconds(value: str, field_name: str) -> int:
     units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
     matches = re.findall(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)", value)
     if not matches or "".join(a + b for a, b in matches) != value:
-        raise ConfigError(f'invalid duration "{value}" for {field_name}', hint="use Go duration syntax such as 30s or 2m")
+        raise ConfigError(
+            f'invalid duration "{value}" for {field_name}', hint="use Go duration syntax such as 30s or 2m"
+        )
     for amount, unit in matches:
         total += float(amount) * units[unit]
     return int(total)
 
 
-def profiler_setup(request: RenderRequest, output: str | None) -> tuple[list[dict[str, str]], list[str], dict[str, str]]:
+def profiler_setup(
+    request: RenderRequest, output: str | None
+) -> tuple[list[dict[str, str]], list[str], dict[str, str]]:
     """(env, command prefix, annotations) for ``profiler.mode`` nsys/ncu."""
     cfg = request.config
     mode = get(cfg, "profiler.mode")
@@ -317,18 +361,28 @@ def profiler_setup(request: RenderRequest, output: str | None) -> tuple[list[dic
     if mode == "nsys":
         warmup = parse_duration_seconds(str(get(cfg, "profiler.warmup", "0s") or "0s"), "profiler.warmup")
         duration = parse_duration_seconds(str(get(cfg, "profiler.duration", "2m") or "2m"), "profiler.duration")
-        env += [{"name": "TAU_PROFILE_WARMUP_SEC", "value": str(warmup)},
-                {"name": "TAU_PROFILE_ACTIVE_SEC", "value": str(duration)}]
+        env += [
+            {"name": "TAU_PROFILE_WARMUP_SEC", "value": str(warmup)},
+            {"name": "TAU_PROFILE_ACTIVE_SEC", "value": str(duration)},
+        ]
         annotations[keys.PROFILE_WARMUP] = f"{warmup}s"
         annotations[keys.PROFILE_DURATION] = f"{duration}s"
         target = f"{out_dir}/rank-{rank}" if rank != "all" else f"{out_dir}/rank-%q{{RANK}}"
-        prefix = ["nsys", "profile", "--force-overwrite=true", f"--delay={warmup}", f"--duration={duration}",
-                  f"--output={target}"]
+        prefix = [
+            "nsys",
+            "profile",
+            "--force-overwrite=true",
+            f"--delay={warmup}",
+            f"--duration={duration}",
+            f"--output={target}",
+        ]
     else:
         for fld in ("warmup", "duration"):
             if get(cfg, f"profiler.{fld}"):
-                raise ConfigError(f"profiler.{fld} currently applies only to profiler.mode=nsys",
-                                  hint=f"remove profiler.{fld} or use profiler.mode: nsys")
+                raise ConfigError(
+                    f"profiler.{fld} currently applies only to profiler.mode=nsys",
+                    hint=f"remove profiler.{fld} or use profiler.mode: nsys",
+                )
         target = f"{out_dir}/rank-{rank}" if rank != "all" else f"{out_dir}/rank-%p"
         prefix = ["ncu", "--force-overwrite", f"--export={target}"]
     if rank == "all":

@@ -64,8 +64,18 @@ PRIORITY_TIER_CLASS = "taugrid-priority"
 DEFAULT_QUEUE = "jobqueue"
 
 GPU_CLASSES = (
-    "any", "a10-4gb", "a10-8gb", "a10-12gb", "a10-24gb", "a100-40gb", "a100-80gb",
-    "h100-80gb", "h100-95gb", "h200-141gb", "gb200-192gb", "gb300-288gb",
+    "any",
+    "a10-4gb",
+    "a10-8gb",
+    "a10-12gb",
+    "a10-24gb",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-80gb",
+    "h100-95gb",
+    "h200-141gb",
+    "gb200-192gb",
+    "gb300-288gb",
 )
 GPU_CLASS_ALIASES = {
     "a100-nvlink-80gb": "a100-80gb",
@@ -97,8 +107,10 @@ SETTABLE_TAU_ENV = ("TAU_RESUME_FROM", "TAU_RETRY_ATTEMPT", "TAU_RETRY_MAX", "TA
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-_PINNED = re.compile(r"^[a-z0-9]+([._-]+[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[\w][\w.-]{0,127})?"
-                     r"@sha256:[0-9a-f]{64}$")
+_PINNED = re.compile(
+    r"^[a-z0-9]+([._-]+[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[\w][\w.-]{0,127})?"
+    r"@sha256:[0-9a-f]{64}$"
+)
 
 
 # -- the request ------------------------------------------------------------------------------
@@ -139,7 +151,9 @@ def kind_for_engine(engine: str) -> str:
     try:
         return ENGINE_KINDS[engine]
     except KeyError:
-        raise ConfigError(f'engine "{engine}" is not valid; use job or rayjob', hint="set engine: job or engine: rayjob") from None
+        raise ConfigError(
+            f'engine "{engine}" is not valid; use job or rayjob', hint="set engine: job or engine: rayjob"
+        ) from None
 
 
 def render(request: RenderRequest, host: Host | None = None) -> list[dict[str, Any]]:
@@ -231,8 +245,8 @@ def is_pinned_image(image: str) -> bool:
 def require_pinned(image: str, field_name: str) -> None:
     if not is_pinned_image(image):
         raise ConfigError(
-            f"{field_name} must be a complete lowercase OCI image reference pinned by an @sha256:<64 lowercase hex> digest",
-            hint="resolve the tag to its digest (for example with `docker buildx imagetools inspect`) and use IMAGE@sha256:...",
+            f"{field_name} must be a complete lowercase OCI image reference pinned by an @sha256:<64 lowercase hex> digest",  # noqa: E501
+            hint="resolve the tag to its digest (for example with `docker buildx imagetools inspect`) and use IMAGE@sha256:...",  # noqa: E501
         )
 
 
@@ -346,7 +360,7 @@ def namespace(request: RenderRequest) -> str:
     ns = request.ctx("namespace") or get(request.config, "policy.namespace")
     if not ns:
         raise ConfigError(
-            "no namespace resolved for this workload: connect a workspace (see `tau workspace list`) or pass --namespace",
+            "no namespace resolved for this workload: connect a workspace (see `tau workspace list`) or pass --namespace",  # noqa: E501
             hint="set policy.namespace or pass --namespace",
         )
     return str(ns)
@@ -357,10 +371,13 @@ def priority_classes(request: RenderRequest) -> tuple[str | None, str | None]:
     cfg = request.config
     profile = workload_profile(request) or {}
     prio = profile.get("priorities") or {}
-    workload = (request.ctx("workload_priority_class") or request.ctx("priority_class")
-                or get(cfg, "policy.workload_priority_class") or prio.get("workloadPriorityClassName"))
-    pod = (request.ctx("pod_priority_class") or get(cfg, "policy.pod_priority_class")
-           or prio.get("podPriorityClassName"))
+    workload = (
+        request.ctx("workload_priority_class")
+        or request.ctx("priority_class")
+        or get(cfg, "policy.workload_priority_class")
+        or prio.get("workloadPriorityClassName")
+    )
+    pod = request.ctx("pod_priority_class") or get(cfg, "policy.pod_priority_class") or prio.get("podPriorityClassName")
     disabled = request.ctx("disable_default_priorities")
     if disabled is None:
         disabled = get(cfg, "policy.disable_default_priorities")
@@ -453,7 +470,11 @@ def workload_annotations(
         ann[keys.WORKLOADSPEC_EXECUTION] = canonical_json(dict(execution))
     ann.update(payload or {})
     ann.update(extra or {})
-    return {k: v for k, v in sorted(ann.items()) if v is not None and v != "" and len(v.encode()) <= MAX_ANNOTATION_VALUE_BYTES}
+    return {
+        k: v
+        for k, v in sorted(ann.items())
+        if v is not None and v != "" and len(v.encode()) <= MAX_ANNOTATION_VALUE_BYTES
+    }
 
 
 def profile_stamps(request: RenderRequest) -> dict[str, str]:
@@ -477,8 +498,7 @@ def profile_stamps(request: RenderRequest) -> dict[str, str]:
 def pod_correlation_annotations(workload_annotations: Mapping[str, str]) -> dict[str, str]:
     """The subset of workload annotations that pod templates carry."""
     keep = (keys.WORKSPACE_ID, keys.RESULT_SCOPE, keys.EXPERIMENT_SOURCE, keys.METRICS_SESSION_ID)
-    return {k: v for k, v in sorted(workload_annotations.items())
-            if k in keep or (k.startswith(keys.STELLAR_PREFIX))}
+    return {k: v for k, v in sorted(workload_annotations.items()) if k in keep or (k.startswith(keys.STELLAR_PREFIX))}
 
 
 def _str(value: Any) -> str | None:
@@ -648,16 +668,16 @@ def check_env_limits(env: Sequence[Mapping[str, Any]]) -> None:
         size = len(str(entry["value"]).encode())
         if size > MAX_LITERAL_ENV_VALUE_BYTES:
             raise ConfigError(
-                f'literal environment variable "{name}" is {size} bytes; maximum is {MAX_LITERAL_ENV_VALUE_BYTES} bytes',
+                f'literal environment variable "{name}" is {size} bytes; maximum is {MAX_LITERAL_ENV_VALUE_BYTES} bytes',  # noqa: E501
                 hint="publish source or artifacts once and reference a digest-pinned OCI image with run.source "
-                     "instead of embedding content in environment variables",
+                "instead of embedding content in environment variables",
             )
         total += len(name.encode()) + 1 + size + 1
     if total > MAX_LITERAL_ENV_TOTAL_BYTES:
         raise ConfigError(
             f"literal environment payload is {total} bytes; maximum is {MAX_LITERAL_ENV_TOTAL_BYTES} bytes",
             hint="publish source or artifacts once and reference a digest-pinned OCI image with run.source "
-                 "instead of embedding content in environment variables",
+            "instead of embedding content in environment variables",
         )
 
 
@@ -700,8 +720,9 @@ def retry_env(request: RenderRequest) -> list[dict[str, str]]:
     retry = request.context.get("retry")
     resume = request.ctx("resume_from")
     if isinstance(retry, Mapping) and retry:
-        checkpoint = resume or get(request.config, "resilience.checkpoint_path") \
-            or f"/data/checkpoints/finetunes/{request.name}"
+        checkpoint = (
+            resume or get(request.config, "resilience.checkpoint_path") or f"/data/checkpoints/finetunes/{request.name}"
+        )
         env += [
             {"name": "TAU_RESUME_FROM", "value": str(checkpoint)},
             {"name": "TAU_RETRY_ATTEMPT", "value": str(retry.get("attempt", 0))},
@@ -754,21 +775,28 @@ def apply_restricted(pod_spec: dict[str, Any], *, fs_group: int | None = None, o
     for group in ("initContainers", "containers"):
         for container in pod_spec.get(group) or []:
             container["securityContext"] = restricted_container_security(
-                container.get("securityContext") or {}, str(container.get("name", "?")))
+                container.get("securityContext") or {}, str(container.get("name", "?"))
+            )
 
 
 def restricted_container_security(current: Mapping[str, Any], name: str) -> dict[str, Any]:
     sc = dict(current)
     if sc.get("privileged"):
-        raise ConfigError(f'runtime.security.mode=restricted conflicts with privileged container "{name}"',
-                          hint="remove privileged: true or drop runtime.security.mode")
+        raise ConfigError(
+            f'runtime.security.mode=restricted conflicts with privileged container "{name}"',
+            hint="remove privileged: true or drop runtime.security.mode",
+        )
     if sc.get("allowPrivilegeEscalation"):
-        raise ConfigError(f'runtime.security.mode=restricted conflicts with allowPrivilegeEscalation on container "{name}"',
-                          hint="remove allowPrivilegeEscalation or drop runtime.security.mode")
+        raise ConfigError(
+            f'runtime.security.mode=restricted conflicts with allowPrivilegeEscalation on container "{name}"',
+            hint="remove allowPrivilegeEscalation or drop runtime.security.mode",
+        )
     caps = sc.get("capabilities") or {}
     if caps.get("add"):
-        raise ConfigError(f'runtime.security.mode=restricted conflicts with added capabilities on container "{name}"',
-                          hint="remove the added capabilities or drop runtime.security.mode")
+        raise ConfigError(
+            f'runtime.security.mode=restricted conflicts with added capabilities on container "{name}"',
+            hint="remove the added capabilities or drop runtime.security.mode",
+        )
     _check_owner(sc, f'container "{name}"')
     sc["allowPrivilegeEscalation"] = False
     sc["capabilities"] = {"drop": ["ALL"]}
@@ -781,15 +809,20 @@ def restricted_container_security(current: Mapping[str, Any], name: str) -> dict
 
 def _check_owner(sc: Mapping[str, Any], owner: str) -> None:
     if sc.get("runAsNonRoot") is False:
-        raise ConfigError(f"runtime.security.mode=restricted conflicts with runAsNonRoot=false on {owner}",
-                          hint="let the workload run as a non-root user")
+        raise ConfigError(
+            f"runtime.security.mode=restricted conflicts with runAsNonRoot=false on {owner}",
+            hint="let the workload run as a non-root user",
+        )
     if sc.get("runAsUser") == 0:
-        raise ConfigError(f"runtime.security.mode=restricted conflicts with runAsUser=0 on {owner}",
-                          hint="use a non-zero user id")
+        raise ConfigError(
+            f"runtime.security.mode=restricted conflicts with runAsUser=0 on {owner}", hint="use a non-zero user id"
+        )
     seccomp = sc.get("seccompProfile") or {}
     if seccomp.get("type") == "Unconfined":
-        raise ConfigError(f"runtime.security.mode=restricted conflicts with unconfined seccomp on {owner}",
-                          hint="use the RuntimeDefault seccomp profile")
+        raise ConfigError(
+            f"runtime.security.mode=restricted conflicts with unconfined seccomp on {owner}",
+            hint="use the RuntimeDefault seccomp profile",
+        )
 
 
 # -- payload digests ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tau_core import keys
 from tau_core.config import load_config
 from tau_core.errors import ConfigError
@@ -37,8 +38,16 @@ policy:
 """
 
 
-def render(tmp_path: Path, text: str, *, context: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-           files: dict[str, str] | None = None, name: str | None = None, validate: bool = True) -> list[dict[str, Any]]:
+def render(
+    tmp_path: Path,
+    text: str,
+    *,
+    context: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    files: dict[str, str] | None = None,
+    name: str | None = None,
+    validate: bool = True,
+) -> list[dict[str, Any]]:
     (tmp_path / "tau.yaml").write_text(textwrap.dedent(text))
     for rel, content in {"train.py": "print('hi')\n", **(files or {})}.items():
         path = tmp_path / rel
@@ -46,8 +55,14 @@ def render(tmp_path: Path, text: str, *, context: dict[str, Any] | None = None, 
         path.write_text(content)
     cfg = load_config(tmp_path / "tau.yaml", name_override=name)
     request = RenderRequest(
-        name=cfg.name or "train", config=cfg.normalized, context=context or {}, sources=cfg.sources,
-        config_hash=cfg.config_hash, submission_id="0123456789abcdef01234567", config_dir=tmp_path, env=env or {},
+        name=cfg.name or "train",
+        config=cfg.normalized,
+        context=context or {},
+        sources=cfg.sources,
+        config_hash=cfg.config_hash,
+        submission_id="0123456789abcdef01234567",
+        config_dir=tmp_path,
+        env=env or {},
     )
     objects = render_job(request)
     if validate:
@@ -152,8 +167,11 @@ def test_node_selector_merged_and_conflict(tmp_path: Path) -> None:
     text = BASE.replace("gpus: 0", "gpus: 1") + "  gpu_class: h100-80gb\n  node_selector:\n    agentpool: gpu\n"
     [job] = render(tmp_path, text)
     assert pod(job)["nodeSelector"] == {"agentpool": "gpu", keys.GPU_CLASS: "h100-80gb"}
-    conflict = BASE.replace("gpus: 0", "gpus: 1") + f"  gpu_class: h100-80gb\n  node_selector:\n    {keys.GPU_CLASS}: a10-8gb\n"
-    with pytest.raises(ConfigError, match="requires tau.azure.com/gpu-class"):
+    conflict = (
+        BASE.replace("gpus: 0", "gpus: 1")
+        + f"  gpu_class: h100-80gb\n  node_selector:\n    {keys.GPU_CLASS}: a10-8gb\n"
+    )
+    with pytest.raises(ConfigError, match=r"requires tau\.azure\.com/gpu-class"):
         render(tmp_path, conflict)
 
 
@@ -168,11 +186,15 @@ def test_priority_classes(tmp_path: Path) -> None:
 
 
 def test_restricted_security_on_every_container(tmp_path: Path) -> None:
-    text = (BASE + "storage:\n  data_pvc: data-pvc\n  output: /data/out\n  image_assets:\n"
-            f"    - name: ref\n      image: {PINNED}\n      source_path: /opt/assets\n      mount_path: /opt/reference\n"
-            "metrics:\n  history: [m/*.jsonl]\n  offload:\n    enabled: true\n"
-            "experiment:\n  project: p\n  name: e\n")
-    text = text.replace("runtime:\n  image: python:3.12\n", "runtime:\n  image: python:3.12\n  security:\n    mode: restricted\n")
+    text = (
+        BASE + "storage:\n  data_pvc: data-pvc\n  output: /data/out\n  image_assets:\n"
+        f"    - name: ref\n      image: {PINNED}\n      source_path: /opt/assets\n      mount_path: /opt/reference\n"
+        "metrics:\n  history: [m/*.jsonl]\n  offload:\n    enabled: true\n"
+        "experiment:\n  project: p\n  name: e\n"
+    )
+    text = text.replace(
+        "runtime:\n  image: python:3.12\n", "runtime:\n  image: python:3.12\n  security:\n    mode: restricted\n"
+    )
     text = text.replace("  queue: team-q\n", "  queue: team-q\n  workspace: ws\n")
     [job] = render(tmp_path, text, env={"TAU_METRICS_OFFLOAD_IMAGE": OFFLOAD_IMAGE})
     p = pod(job)
@@ -201,8 +223,10 @@ def test_restricted_rejects_root(tmp_path: Path) -> None:
 
 
 def test_image_assets_init_containers(tmp_path: Path) -> None:
-    text = BASE + ("storage:\n  image_assets:\n"
-                   f"    - name: ref\n      image: {PINNED}\n      source_path: /opt/assets\n      mount_path: /opt/reference\n")
+    text = BASE + (
+        "storage:\n  image_assets:\n"
+        f"    - name: ref\n      image: {PINNED}\n      source_path: /opt/assets\n      mount_path: /opt/reference\n"
+    )
     [job] = render(tmp_path, text)
     [init] = pod(job)["initContainers"]
     assert init["name"] == "tau-asset-ref" and init["image"] == PINNED
@@ -214,7 +238,8 @@ def test_image_assets_init_containers(tmp_path: Path) -> None:
 
 def test_run_source_init_container_and_digest(tmp_path: Path) -> None:
     text = BASE.replace("entrypoint: train.py", "entrypoint: experiments/train.py") + (
-        f"run:\n  source:\n    image: {PINNED}\n    path: /workspace\n")
+        f"run:\n  source:\n    image: {PINNED}\n    path: /workspace\n"
+    )
     [job] = render(tmp_path, text, files={"experiments/train.py": "print(1)\n"})
     [init] = pod(job)["initContainers"]
     assert init["name"] == "tau-source" and init["image"] == PINNED
@@ -237,14 +262,17 @@ def test_runtime_working_dir(tmp_path: Path) -> None:
 
 
 def test_durable_storage_env_volumes_and_result_annotations(tmp_path: Path) -> None:
-    [job] = render(tmp_path, BASE + "storage:\n  data_pvc: blob-training\n",
-                   context={"output_root": "/data/projects/ws/runs"})
+    [job] = render(
+        tmp_path, BASE + "storage:\n  data_pvc: blob-training\n", context={"output_root": "/data/projects/ws/runs"}
+    )
     p, m = pod(job), main(job)
     assert {"name": "data", "persistentVolumeClaim": {"claimName": "blob-training"}} in p["volumes"]
     assert {"name": "tau-hot", "emptyDir": {}} in p["volumes"]
     env = env_of(m)
     assert env["TAU_DATA_DIR"] == "/data" and env["TAU_HOT_DIR"] == "/mnt"
-    assert env["TAU_CHECKPOINTS_DIR"] == "/mnt/checkpoints" and env["TAU_DURABLE_CHECKPOINTS_DIR"] == "/data/checkpoints"
+    assert (
+        env["TAU_CHECKPOINTS_DIR"] == "/mnt/checkpoints" and env["TAU_DURABLE_CHECKPOINTS_DIR"] == "/data/checkpoints"
+    )
     assert env["TAU_OUTPUT_DIR"] == "/data/projects/ws/runs/train"
     ann = job["metadata"]["annotations"]
     assert ann[keys.RESULT_PATH] == "/data/projects/ws/runs/train" and ann[keys.RESULT_PVC] == "blob-training"
@@ -260,7 +288,10 @@ def test_default_output_without_output_root(tmp_path: Path) -> None:
 
 
 def test_staged_publication(tmp_path: Path) -> None:
-    text = BASE + "storage:\n  data_pvc: blob\n  output: /data/runs/train\n  publish: staged\n  checkpoint: best/model.bin\n"
+    text = (
+        BASE
+        + "storage:\n  data_pvc: blob\n  output: /data/runs/train\n  publish: staged\n  checkpoint: best/model.bin\n"
+    )
     [job] = render(tmp_path, text)
     ann = job["metadata"]["annotations"]
     assert ann[keys.ARTIFACT_PUBLICATION] == "staged"
@@ -274,9 +305,11 @@ def test_staged_publication(tmp_path: Path) -> None:
 
 
 def test_metrics_offload_sidecar(tmp_path: Path) -> None:
-    text = BASE + ("  workspace: taugrid-default\nstorage:\n  data_pvc: blob\n  output: /data/runs/train\n"
-                   "metrics:\n  history: [metrics-history-attempt-0/*.jsonl]\n  offload:\n    enabled: true\n"
-                   "experiment:\n  project: portal-demo\n  name: ray-plus-stellar\n  group: default\n")
+    text = BASE + (
+        "  workspace: taugrid-default\nstorage:\n  data_pvc: blob\n  output: /data/runs/train\n"
+        "metrics:\n  history: [metrics-history-attempt-0/*.jsonl]\n  offload:\n    enabled: true\n"
+        "experiment:\n  project: portal-demo\n  name: ray-plus-stellar\n  group: default\n"
+    )
     [job] = render(tmp_path, text, env={"TAU_METRICS_OFFLOAD_IMAGE": OFFLOAD_IMAGE})
     sidecar = next(c for c in pod(job)["containers"] if c["name"] == "metrics-offload")
     assert sidecar["image"] == OFFLOAD_IMAGE
@@ -296,8 +329,10 @@ def test_metrics_offload_sidecar(tmp_path: Path) -> None:
 
 def test_secret_refs_never_values_and_redacted_in_client_dry_run(tmp_path: Path) -> None:
     text = BASE + "  workspace: ws\n".replace("  workspace: ws\n", "") + "runtime:\n  image: python:3.12\n"
-    text = BASE.replace("  image: python:3.12\n", "  image: python:3.12\n  env:\n    LOG: debug\n"
-                        "  env_secret:\n    HF_TOKEN: hf-secret:token\n")
+    text = BASE.replace(
+        "  image: python:3.12\n",
+        "  image: python:3.12\n  env:\n    LOG: debug\n  env_secret:\n    HF_TOKEN: hf-secret:token\n",
+    )
     [job] = render(tmp_path, text, context={"dry_run": "client"})
     env = env_of(main(job))
     assert env["LOG"] == "debug"
@@ -332,7 +367,9 @@ def test_torchrun_single_node(tmp_path: Path) -> None:
 
 
 def test_multi_node_torchrun_indexed_job_and_headless_service(tmp_path: Path) -> None:
-    text = BASE.replace("gpus: 0", "gpus: 8") + "execution:\n  launcher: torchrun\n  nodes: 3\n  processes_per_node: 8\n"
+    text = (
+        BASE.replace("gpus: 0", "gpus: 8") + "execution:\n  launcher: torchrun\n  nodes: 3\n  processes_per_node: 8\n"
+    )
     job, svc = render(tmp_path, text)
     assert job["kind"] == "Job" and svc["kind"] == "Service"
     spec = job["spec"]
@@ -350,12 +387,20 @@ def test_multi_node_torchrun_indexed_job_and_headless_service(tmp_path: Path) ->
 
 
 def test_workload_profile_stamps(tmp_path: Path) -> None:
-    profile = {"name": "research.training.1x", "gpusPerWorker": 1, "workerCount": 1, "placement": "independent",
-               "defaultLocalQueue": "jobqueue",
-               "priorities": {"workloadPriorityClassName": "wl-p", "podPriorityClassName": "pod-p"}}
+    profile = {
+        "name": "research.training.1x",
+        "gpusPerWorker": 1,
+        "workerCount": 1,
+        "placement": "independent",
+        "defaultLocalQueue": "jobqueue",
+        "priorities": {"workloadPriorityClassName": "wl-p", "podPriorityClassName": "pod-p"},
+    }
     text = BASE.replace("  queue: team-q\n", "").replace("  gpus: 0\n", "  cpu_request: '1'\n")
-    [job] = render(tmp_path, text, context={"workload_profile": profile, "profile_set_hash": "f" * 64,
-                                            "tau_cluster_generation": 23})
+    [job] = render(
+        tmp_path,
+        text,
+        context={"workload_profile": profile, "profile_set_hash": "f" * 64, "tau_cluster_generation": 23},
+    )
     labels, ann = job["metadata"]["labels"], job["metadata"]["annotations"]
     assert labels[keys.PROFILE] == "research.training.1x" and labels[keys.KUEUE_QUEUE_NAME] == "jobqueue"
     assert labels[keys.KUEUE_PRIORITY_CLASS] == "wl-p" and pod(job)["priorityClassName"] == "pod-p"
@@ -381,9 +426,17 @@ def test_missing_queue_and_namespace_are_errors(tmp_path: Path) -> None:
 
 def test_placeholders_pass_through(tmp_path: Path) -> None:
     text = BASE.replace("  namespace: research\n  queue: team-q\n", "  lane: training\n")
-    [job] = render(tmp_path, text, validate=False, context={
-        "namespace": "<unresolved-namespace>", "queue": "<unresolved-queue>",
-        "service_account": "<unresolved-service-account>", "workload_identity": True})
+    [job] = render(
+        tmp_path,
+        text,
+        validate=False,
+        context={
+            "namespace": "<unresolved-namespace>",
+            "queue": "<unresolved-queue>",
+            "service_account": "<unresolved-service-account>",
+            "workload_identity": True,
+        },
+    )
     assert job["metadata"]["namespace"] == "<unresolved-namespace>"
     assert job["metadata"]["labels"][keys.KUEUE_QUEUE_NAME] == "<unresolved-queue>"
     assert pod(job)["serviceAccountName"] == "<unresolved-service-account>"

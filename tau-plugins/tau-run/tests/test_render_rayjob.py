@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tau_core import keys
 from tau_core.config import load_config
 from tau_core.errors import ConfigError
@@ -37,16 +38,29 @@ policy:
 """
 
 
-def render(tmp_path: Path, text: str, *, context: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-           files: dict[str, str | bytes] | None = None) -> dict[str, Any]:
+def render(
+    tmp_path: Path,
+    text: str,
+    *,
+    context: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    files: dict[str, str | bytes] | None = None,
+) -> dict[str, Any]:
     (tmp_path / "tau.yaml").write_text(textwrap.dedent(text))
     for rel, content in {"train.py": "def train_loop_per_worker(config):\n    pass\n", **(files or {})}.items():
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
     cfg = load_config(tmp_path / "tau.yaml")
-    request = RenderRequest(name=cfg.name or "tune", config=cfg.normalized, context=context or {}, sources=cfg.sources,
-                            config_hash=cfg.config_hash, config_dir=tmp_path, env=env or {})
+    request = RenderRequest(
+        name=cfg.name or "tune",
+        config=cfg.normalized,
+        context=context or {},
+        sources=cfg.sources,
+        config_hash=cfg.config_hash,
+        config_dir=tmp_path,
+        env=env or {},
+    )
     objects = render_rayjob(request)
     validate_objects(objects)
     assert len(objects) == 1
@@ -72,7 +86,11 @@ def env_of(c: dict[str, Any]) -> dict[str, Any]:
 def payload_files(rj: dict[str, Any]) -> dict[str, bytes]:
     env = env_of(container(head(rj), "tau-payload"))
     raw = base64.b64decode(env["TAU_PAYLOAD_B64"])
-    assert hashlib.sha256(raw).hexdigest() == env["TAU_PAYLOAD_DIGEST"] == rj["metadata"]["annotations"][keys.PAYLOAD_DIGEST]
+    assert (
+        hashlib.sha256(raw).hexdigest()
+        == env["TAU_PAYLOAD_DIGEST"]
+        == rj["metadata"]["annotations"][keys.PAYLOAD_DIGEST]
+    )
     assert env["TAU_PAYLOAD_TARGET_DIR"] == "/script"
     doc = json.loads(gzip.decompress(raw))
     return {k: base64.b64decode(v) for k, v in doc["files"].items()}
@@ -114,8 +132,10 @@ def test_rayjob_shape(tmp_path: Path) -> None:
 
 
 def test_default_resources_and_overrides(tmp_path: Path) -> None:
-    text = BASE.replace("  gpus_per_worker: 0\n", "  gpus_per_worker: 0\n  head_cpu_request: 20m\n  worker_memory_request: 256Mi\n"
-                        "  worker_memory_limit: 768Mi\n")
+    text = BASE.replace(
+        "  gpus_per_worker: 0\n",
+        "  gpus_per_worker: 0\n  head_cpu_request: 20m\n  worker_memory_request: 256Mi\n  worker_memory_limit: 768Mi\n",
+    )
     rj = render(tmp_path, text)
     hr = container(head(rj), "ray-head")["resources"]
     assert hr == {"limits": {"cpu": "20m", "memory": "16Gi"}, "requests": {"cpu": "20m", "memory": "8Gi"}}
@@ -125,7 +145,10 @@ def test_default_resources_and_overrides(tmp_path: Path) -> None:
 
 def test_gpu_workers_resources_tolerations_and_default_image(tmp_path: Path) -> None:
     text = BASE.replace("  image: mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.54.0\n", "  env:\n    X: '1'\n")
-    text = text.replace("gpus_per_worker: 0", "gpus_per_worker: 2") + "  gpu_class: h200-141gb\n  topology: single-node-nvlink\n  lane: large-memory\n"
+    text = (
+        text.replace("gpus_per_worker: 0", "gpus_per_worker: 2")
+        + "  gpu_class: h200-141gb\n  topology: single-node-nvlink\n  lane: large-memory\n"
+    )
     rj = render(tmp_path, text)
     wg = worker_group(rj)
     w = container(wg["template"]["spec"], "ray-worker")
@@ -146,17 +169,29 @@ def test_gpu_workers_resources_tolerations_and_default_image(tmp_path: Path) -> 
 
 
 def test_runtime_env_pip(tmp_path: Path) -> None:
-    rj = render(tmp_path, BASE + "runtime:\n  image: ray:py3.12-ray2.40.0\n  pip: [torch==2.4.0, numpy]\n".replace(
-        "runtime:\n", "") if False else BASE.replace("ray2.54.0\n", "ray2.54.0\n  pip:\n    - torch==2.4.0\n    - numpy\n"))
+    rj = render(
+        tmp_path,
+        BASE + "runtime:\n  image: ray:py3.12-ray2.40.0\n  pip: [torch==2.4.0, numpy]\n".replace("runtime:\n", "")
+        if False
+        else BASE.replace("ray2.54.0\n", "ray2.54.0\n  pip:\n    - torch==2.4.0\n    - numpy\n"),
+    )
     assert rj["spec"]["runtimeEnvYAML"] == 'pip:\n  - "torch==2.4.0"\n  - "numpy"\n'
     assert "python3 -m pip install torch==2.4.0 numpy" in rj["spec"]["entrypoint"]
 
 
 def test_working_dir_archive(tmp_path: Path) -> None:
-    text = BASE.replace("entrypoint: train.py", "entrypoint: project/pkg/main.py") + "run:\n  working_dir: project\n  working_dir_excludes: ['*.log']\n"
-    files: dict[str, str | bytes] = {"project/pkg/__init__.py": "", "project/pkg/main.py": "print(1)\n",
-                                     "project/requirements.txt": "pyyaml\n", "project/debug.log": "noise",
-                                     "project/.git/HEAD": "ref", "project/pkg/__pycache__/x.pyc": "bytes"}
+    text = (
+        BASE.replace("entrypoint: train.py", "entrypoint: project/pkg/main.py")
+        + "run:\n  working_dir: project\n  working_dir_excludes: ['*.log']\n"
+    )
+    files: dict[str, str | bytes] = {
+        "project/pkg/__init__.py": "",
+        "project/pkg/main.py": "print(1)\n",
+        "project/requirements.txt": "pyyaml\n",
+        "project/debug.log": "noise",
+        "project/.git/HEAD": "ref",
+        "project/pkg/__pycache__/x.pyc": "bytes",
+    }
     rj = render(tmp_path, text, files=files)
     assert rj["spec"]["runtimeEnvYAML"] == 'working_dir: "file:///script/_tau_project.zip"\n'
     assert "python3 -m pkg.main" in rj["spec"]["entrypoint"]
@@ -166,21 +201,25 @@ def test_working_dir_archive(tmp_path: Path) -> None:
     assert names == ["pkg/__init__.py", "pkg/main.py", "requirements.txt"]
     wspec = worker_group(rj)["template"]["spec"]
     assert [c["name"] for c in wspec["initContainers"]] == ["tau-payload"]
-    assert {"name": "script", "mountPath": "/script", "readOnly": True} in container(wspec, "ray-worker")["volumeMounts"]
+    assert {"name": "script", "mountPath": "/script", "readOnly": True} in container(wspec, "ray-worker")[
+        "volumeMounts"
+    ]
 
 
 def test_working_dir_archive_limits(tmp_path: Path) -> None:
     import os
 
     text = BASE.replace("entrypoint: train.py", "entrypoint: project/main.py") + "run:\n  working_dir: project\n"
-    with pytest.raises(ConfigError, match="archive is .* bytes; maximum is 46080"):
+    with pytest.raises(ConfigError, match=r"archive is .* bytes; maximum is 46080"):
         render(tmp_path, text, files={"project/main.py": "x", "project/blob.bin": os.urandom(60 * 1024)})
     with pytest.raises(ConfigError, match="more than 8388608 bytes"):
         render(tmp_path, text, files={"project/main.py": "x", "project/big.bin": b"\0" * (8 * 1024 * 1024 + 10)})
 
 
 def test_ray_tune_driver_env_and_payload(tmp_path: Path) -> None:
-    text = BASE.replace("  workers: 2\n  gpus_per_worker: 0\n", "  workers: 1\n  gpus_per_worker: 1\n") + textwrap.dedent("""\
+    text = BASE.replace(
+        "  workers: 2\n  gpus_per_worker: 0\n", "  workers: 1\n  gpus_per_worker: 1\n"
+    ) + textwrap.dedent("""\
         execution:
           launcher: ray-tune
           metric: loss
@@ -225,10 +264,12 @@ def test_restricted_rayjob(tmp_path: Path) -> None:
 
 
 def test_storage_staged_and_metrics_offload(tmp_path: Path) -> None:
-    text = BASE + ("  workspace: taugrid-default\nstorage:\n  data_pvc: blob-training\n"
-                   "  output: /data/projects/taugrid-default/runs/portal-ray-stellar\n  publish: staged\n"
-                   "metrics:\n  history: [metrics-history-attempt-0/*.jsonl]\n  offload:\n    enabled: true\n"
-                   "experiment:\n  project: portal-demo\n  name: ray-plus-stellar\n  group: default\n")
+    text = BASE + (
+        "  workspace: taugrid-default\nstorage:\n  data_pvc: blob-training\n"
+        "  output: /data/projects/taugrid-default/runs/portal-ray-stellar\n  publish: staged\n"
+        "metrics:\n  history: [metrics-history-attempt-0/*.jsonl]\n  offload:\n    enabled: true\n"
+        "experiment:\n  project: portal-demo\n  name: ray-plus-stellar\n  group: default\n"
+    )
     rj = render(tmp_path, text, env={"TAU_METRICS_OFFLOAD_IMAGE": OFFLOAD_IMAGE})
     h = head(rj)
     assert [c["name"] for c in h["containers"]] == ["ray-head", "ray-driver-log-offload", "metrics-offload"]
@@ -248,8 +289,13 @@ def test_name_rules(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="too long"):
         from tau_run.renderers.rayjob import render_rayjob as rr
 
-        rr(RenderRequest(name=long_name, config={"engine": "rayjob", "entrypoint": "train.py"},
-                         context={"namespace": "n", "queue": "q"}))
+        rr(
+            RenderRequest(
+                name=long_name,
+                config={"engine": "rayjob", "entrypoint": "train.py"},
+                context={"namespace": "n", "queue": "q"},
+            )
+        )
 
 
 def test_queue_falls_back_to_jobqueue(tmp_path: Path) -> None:

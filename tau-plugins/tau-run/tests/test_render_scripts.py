@@ -15,8 +15,9 @@ from tau_run.renderers.rayjob import _PAYLOAD_DECODER, payload_envelope
 
 
 def run_bash(script: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", script], cwd=cwd, env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", "-c", script], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_staged_publication_publishes_verified_files_and_marker(tmp_path: Path) -> None:
@@ -79,25 +80,34 @@ def test_completion_file_records_exit_code(tmp_path: Path) -> None:
 def test_payload_decoder_unpacks_and_verifies(tmp_path: Path) -> None:
     envelope = payload_envelope({"train.py": b"print(1)\n", "pkg/mod.py": b"X = 1\n"})
     target = tmp_path / "script"
-    env = {"TAU_PAYLOAD_B64": base64.b64encode(envelope).decode(),
-           "TAU_PAYLOAD_DIGEST": hashlib.sha256(envelope).hexdigest(), "TAU_PAYLOAD_TARGET_DIR": str(target)}
-    proc = subprocess.run([sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        "TAU_PAYLOAD_B64": base64.b64encode(envelope).decode(),
+        "TAU_PAYLOAD_DIGEST": hashlib.sha256(envelope).hexdigest(),
+        "TAU_PAYLOAD_TARGET_DIR": str(target),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert (target / "train.py").read_text() == "print(1)\n" and (target / "pkg" / "mod.py").read_text() == "X = 1\n"
     env["TAU_PAYLOAD_DIGEST"] = "0" * 64
-    proc = subprocess.run([sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0 and "digest mismatch" in proc.stderr
 
 
 def test_payload_decoder_refuses_escaping_paths(tmp_path: Path) -> None:
     envelope = payload_envelope({"../escape.py": b"x"})
     target = tmp_path / "script"
-    env = {"TAU_PAYLOAD_B64": base64.b64encode(envelope).decode(),
-           "TAU_PAYLOAD_DIGEST": hashlib.sha256(envelope).hexdigest(), "TAU_PAYLOAD_TARGET_DIR": str(target)}
-    proc = subprocess.run([sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        "TAU_PAYLOAD_B64": base64.b64encode(envelope).decode(),
+        "TAU_PAYLOAD_DIGEST": hashlib.sha256(envelope).hexdigest(),
+        "TAU_PAYLOAD_TARGET_DIR": str(target),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _PAYLOAD_DECODER], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0 and "escapes" in proc.stderr
     assert not (tmp_path / "escape.py").exists()
 

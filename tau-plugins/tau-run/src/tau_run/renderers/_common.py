@@ -34,8 +34,10 @@ def local_file(request: r.RenderRequest, rel: str, what: str) -> Path:
     if not path.is_absolute():
         path = (request.config_dir or Path.cwd()) / path
     if not path.is_file():
-        raise ConfigError(f'{what} "{rel}" was not found at {path}',
-                          hint="paths in tau.yaml are relative to the config file's directory")
+        raise ConfigError(
+            f'{what} "{rel}" was not found at {path}',
+            hint="paths in tau.yaml are relative to the config file's directory",
+        )
     return path
 
 

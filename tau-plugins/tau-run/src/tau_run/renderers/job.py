@@ -58,7 +58,7 @@ class _JobRenderer:
         image = image_of(cfg)
         if not image:
             raise ConfigError(
-                f'no image: profile "{r.profile_name(req) or "none"}" declares no runtime image and runtime.image is not set',
+                f'no image: profile "{r.profile_name(req) or "none"}" declares no runtime image and runtime.image is not set',  # noqa: E501
                 hint="set runtime.image (pin it by digest for reproducible runs)",
             )
         gpus = self._gpus()
@@ -68,15 +68,23 @@ class _JobRenderer:
         multi = nodes > 1
         if multi:
             if launcher != "torchrun":
-                raise ConfigError("execution.nodes > 1 requires execution.launcher: torchrun",
-                                  hint="set execution.launcher: torchrun or use engine: rayjob")
+                raise ConfigError(
+                    "execution.nodes > 1 requires execution.launcher: torchrun",
+                    hint="set execution.launcher: torchrun or use engine: rayjob",
+                )
             if len(name) + len("-headless") > 63:
-                raise ConfigError(f'run name "{name}" is too long for a multi-node Job (name plus "-headless" must fit 63 characters)',
-                                  hint="choose a shorter run name")
-        user_names = list((r.get(cfg, "runtime.env", {}) or {}).keys()) + list((r.get(cfg, "runtime.env_secret", {}) or {}).keys())
-        r.check_reserved_env({k: "" for k in user_names},
-                             allow_nccl=bool(r.get(cfg, "execution.allow_nccl_override")),
-                             extra=("JOB_COMPLETION_INDEX",) if multi else ())
+                raise ConfigError(
+                    f'run name "{name}" is too long for a multi-node Job (name plus "-headless" must fit 63 characters)',  # noqa: E501
+                    hint="choose a shorter run name",
+                )
+        user_names = list((r.get(cfg, "runtime.env", {}) or {}).keys()) + list(
+            (r.get(cfg, "runtime.env_secret", {}) or {}).keys()
+        )
+        r.check_reserved_env(
+            {k: "" for k in user_names},
+            allow_nccl=bool(r.get(cfg, "execution.allow_nccl_override")),
+            extra=("JOB_COMPLETION_INDEX",) if multi else (),
+        )
 
         pvc = r.result_pvc(req)
         output = r.resolved_output(req)
@@ -103,11 +111,16 @@ class _JobRenderer:
         if profile:
             env.append({"name": "TAU_PROFILE", "value": profile})
         if durable:
-            env += rs.env_list({
-                "TAU_DATA_DIR": "/data", "TAU_HOT_DIR": "/mnt", "TAU_DATASETS_DIR": "/mnt/datasets",
-                "TAU_CHECKPOINTS_DIR": "/mnt/checkpoints", "TAU_DURABLE_DATASETS_DIR": "/data/datasets",
-                "TAU_DURABLE_CHECKPOINTS_DIR": "/data/checkpoints",
-            })
+            env += rs.env_list(
+                {
+                    "TAU_DATA_DIR": "/data",
+                    "TAU_HOT_DIR": "/mnt",
+                    "TAU_DATASETS_DIR": "/mnt/datasets",
+                    "TAU_CHECKPOINTS_DIR": "/mnt/checkpoints",
+                    "TAU_DURABLE_DATASETS_DIR": "/data/datasets",
+                    "TAU_DURABLE_CHECKPOINTS_DIR": "/data/checkpoints",
+                }
+            )
         if output:
             env.append({"name": "TAU_OUTPUT_DIR", "value": output})
 
@@ -123,8 +136,10 @@ class _JobRenderer:
         elif entry:
             data = local_file(req, entry, "entrypoint").read_bytes()
             payload.update(r.script_payload_digest(data))
-            env += [{"name": "TAU_SCRIPT_B64", "value": r.b64(data)},
-                    {"name": "TAU_SCRIPT_SRC", "value": PurePosixPath(entry).name}]
+            env += [
+                {"name": "TAU_SCRIPT_B64", "value": r.b64(data)},
+                {"name": "TAU_SCRIPT_SRC", "value": PurePosixPath(entry).name},
+            ]
             target, python = self._script_kind(entry, data, launcher)
             prelude.append(f'printf %s "$TAU_SCRIPT_B64" | base64 -d > {target}')
             if not python:
@@ -137,15 +152,20 @@ class _JobRenderer:
         wrappers = rs.Wrappers(preflight=durable, output=output)
         prof_env, prof_prefix, prof_ann = rs.profiler_setup(req, output if durable else None)
         if prof_prefix and launcher == "torchrun":
-            raise ConfigError("profiler is incompatible with execution.launcher: torchrun",
-                              hint="profile a python-launcher run, or remove profiler")
+            raise ConfigError(
+                "profiler is incompatible with execution.launcher: torchrun",
+                hint="profile a python-launcher run, or remove profiler",
+            )
         env += prof_env
         wrappers.profiler_prefix = prof_prefix
         ann_extra.update(prof_ann)
         staged = rs.staged_publication(req, output if durable else None)
         if staged:
             if multi:
-                raise ConfigError("storage.publish: staged requires a single Job pod", hint="remove execution.nodes or storage.publish")
+                raise ConfigError(
+                    "storage.publish: staged requires a single Job pod",
+                    hint="remove execution.nodes or storage.publish",
+                )
             wrappers.staging_dir, wrappers.publication_id = staged
             env.append({"name": "TAU_OUTPUT_STAGING_DIR", "value": staged[0]})
             ann_extra[keys.ARTIFACT_PUBLICATION] = "staged"
@@ -157,16 +177,23 @@ class _JobRenderer:
         metrics = rs.metrics_offload(req, pvc_mounted=durable)
         if metrics:
             if multi:
-                raise ConfigError("metrics.offload.enabled requires a single Job pod", hint="remove execution.nodes or metrics.offload")
+                raise ConfigError(
+                    "metrics.offload.enabled requires a single Job pod",
+                    hint="remove execution.nodes or metrics.offload",
+                )
             if not entry:
-                raise ConfigError("metrics.offload.enabled requires run.entrypoint", hint="set entrypoint: to your training script")
+                raise ConfigError(
+                    "metrics.offload.enabled requires run.entrypoint", hint="set entrypoint: to your training script"
+                )
             wrappers.metrics = True
             ann_extra.update(metrics.annotations)
             volumes.append(rs.metrics_runtime_volume())
             mounts.append(rs.metrics_runtime_mount())
         if core is None and (staged or ckpt or prof_prefix):
-            raise ConfigError("storage.publish, storage.checkpoint and profiler need a command to wrap",
-                              hint="set entrypoint: to your script")
+            raise ConfigError(
+                "storage.publish, storage.checkpoint and profiler need a command to wrap",
+                hint="set entrypoint: to your script",
+            )
         env += r.retry_env(req)
         env = r.merge_env(r.user_env(req), env)
         r.check_env_limits(env)
@@ -203,11 +230,16 @@ class _JobRenderer:
         if launcher == "torchrun":
             execution = {"launcher": "torchrun", "nodes": nodes, "processes_per_node": nproc}
         labels = r.workload_labels(req, workload_kind="job")
-        annotations = r.workload_annotations(req, image=image, gpu_count=gpus, payload=payload,
-                                             execution=execution, extra=ann_extra)
+        annotations = r.workload_annotations(
+            req, image=image, gpu_count=gpus, payload=payload, execution=execution, extra=ann_extra
+        )
         topology = r.topology_annotations(r.resolved_topology(req))
         pod_labels = {k: v for k, v in labels.items() if not k.startswith("kueue.x-k8s.io/")}
-        if req.ctx("workload_identity") and req.ctx("service_account") and not r.is_placeholder(req.ctx("service_account")):
+        if (
+            req.ctx("workload_identity")
+            and req.ctx("service_account")
+            and not r.is_placeholder(req.ctx("service_account"))
+        ):
             pod_labels[keys.WORKLOAD_IDENTITY_USE] = "true"
         pod_annotations = dict(sorted({**r.pod_correlation_annotations(annotations), **topology}.items()))
 
@@ -236,14 +268,20 @@ class _JobRenderer:
         if r.restricted_mode(cfg):
             r.apply_restricted(pod_spec, owner=f'Job "{name}"')
 
-        spec: dict[str, Any] = {"suspend": True, "backoffLimit": 0, "ttlSecondsAfterFinished": r.ttl_seconds(cfg, "Job")}
+        spec: dict[str, Any] = {
+            "suspend": True,
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": r.ttl_seconds(cfg, "Job"),
+        }
         deadline = self.profile.get("activeDeadlineSeconds")
         if deadline:
             spec["activeDeadlineSeconds"] = int(deadline)
         if multi:
             spec.update({"completionMode": "Indexed", "completions": nodes, "parallelism": nodes})
-        spec["template"] = {"metadata": {"labels": dict(sorted(pod_labels.items())), "annotations": pod_annotations},
-                            "spec": pod_spec}
+        spec["template"] = {
+            "metadata": {"labels": dict(sorted(pod_labels.items())), "annotations": pod_annotations},
+            "spec": pod_spec,
+        }
         if not pod_annotations:
             del spec["template"]["metadata"]["annotations"]
         job = {
@@ -261,14 +299,22 @@ class _JobRenderer:
     def _script_kind(self, entry: str, data: bytes, launcher: str) -> tuple[str, bool]:
         first = data.split(b"\n", 1)[0]
         shebang = first.startswith(b"#!")
-        python = (entry.endswith(".py") or (shebang and b"python" in first)
-                  or (launcher == "python" and explicit(self.req, "execution.launcher")) or launcher == "torchrun")
+        python = (
+            entry.endswith(".py")
+            or (shebang and b"python" in first)
+            or (launcher == "python" and explicit(self.req, "execution.launcher"))
+            or launcher == "torchrun"
+        )
         if launcher == "torchrun" and not entry.endswith(".py"):
-            raise ConfigError(f'run.entrypoint "{entry}" must be a .py file with execution.launcher: torchrun',
-                              hint="torchrun starts Python programs; point entrypoint at a .py file")
+            raise ConfigError(
+                f'run.entrypoint "{entry}" must be a .py file with execution.launcher: torchrun',
+                hint="torchrun starts Python programs; point entrypoint at a .py file",
+            )
         if not python and not shebang:
-            raise ConfigError(f'script "{entry}" has no shebang and is not a .py file',
-                              hint="add a shebang or set execution.launcher: python")
+            raise ConfigError(
+                f'script "{entry}" has no shebang and is not a .py file',
+                hint="add a shebang or set execution.launcher: python",
+            )
         return ("/tmp/tau-entrypoint.py" if python else "/tmp/run.sh"), python
 
     def _launch(self, target: str, python: bool, launcher: str, nproc: int, nodes: int, flags: list[str]) -> str:
@@ -276,8 +322,10 @@ class _JobRenderer:
         if launcher == "torchrun":
             if nodes > 1:
                 rdzv = f"{self.name}-0.{self.name}-headless:{TORCHRUN_PORT}"
-                head = (f"python3 -m torch.distributed.run --nnodes={nodes} --node_rank=\"$JOB_COMPLETION_INDEX\" "
-                        f"--rdzv-backend=c10d --rdzv-endpoint={rdzv} --rdzv-id={self.name} --nproc_per_node={nproc}")
+                head = (
+                    f'python3 -m torch.distributed.run --nnodes={nodes} --node_rank="$JOB_COMPLETION_INDEX" '
+                    f"--rdzv-backend=c10d --rdzv-endpoint={rdzv} --rdzv-id={self.name} --nproc_per_node={nproc}"
+                )
             else:
                 head = f"python3 -m torch.distributed.run --standalone --nproc_per_node={nproc}"
             return f"{head}{flag_text} {target}"
@@ -292,38 +340,67 @@ class _JobRenderer:
             env.append({"name": "OMP_NUM_THREADS", "value": "1"})
         return env
 
-    def _source(self, init: list[dict[str, Any]], volumes: list[dict[str, Any]], mounts: list[dict[str, Any]],
-                entry: str | None, launcher: str, nproc: int, nodes: int, flags: list[str]) -> tuple[str, dict[str, str]]:
+    def _source(
+        self,
+        init: list[dict[str, Any]],
+        volumes: list[dict[str, Any]],
+        mounts: list[dict[str, Any]],
+        entry: str | None,
+        launcher: str,
+        nproc: int,
+        nodes: int,
+        flags: list[str],
+    ) -> tuple[str, dict[str, str]]:
         source = r.get(self.cfg, "run.source") or {}
         image, path = str(source.get("image") or ""), str(source.get("path") or "")
         r.require_pinned(image, "run.source.image")
         if not entry:
             raise ConfigError("run.source requires entrypoint", hint="set entrypoint: relative to run.source.path")
         if entry.startswith("/") or any(p in ("", ".", "..") for p in entry.split("/")):
-            raise ConfigError(f'entrypoint "{entry}" must be a clean relative path inside run.source',
-                              hint="name the script relative to run.source.path")
-        if not path.startswith("/") or path != str(PurePosixPath(path)) or path == "/tau-source" or path.startswith("/tau-source/"):
-            raise ConfigError(f'run.source.path "{path}" must be a clean absolute path outside /tau-source',
-                              hint="use the directory inside the source image that holds your tree")
+            raise ConfigError(
+                f'entrypoint "{entry}" must be a clean relative path inside run.source',
+                hint="name the script relative to run.source.path",
+            )
+        if (
+            not path.startswith("/")
+            or path != str(PurePosixPath(path))
+            or path == "/tau-source"
+            or path.startswith("/tau-source/")
+        ):
+            raise ConfigError(
+                f'run.source.path "{path}" must be a clean absolute path outside /tau-source',
+                hint="use the directory inside the source image that holds your tree",
+            )
         if any(v["name"] == "tau-source" for v in volumes):
-            raise ConfigError('run.source generates volume name "tau-source" already used by storage',
-                              hint="rename the storage volume")
-        init.append({
-            "name": "tau-source",
-            "image": image,
-            "command": ["/bin/sh", "-c",
-                        'cp -R -- "$1"/. /tau-source/ && chmod -R a+rwX /tau-source && chmod a+x "/tau-source/$2"',
-                        "tau-source", path, entry],
-            "securityContext": r.hardened_container_security(),
-            "volumeMounts": [{"name": "tau-source", "mountPath": "/tau-source"}],
-        })
+            raise ConfigError(
+                'run.source generates volume name "tau-source" already used by storage',
+                hint="rename the storage volume",
+            )
+        init.append(
+            {
+                "name": "tau-source",
+                "image": image,
+                "command": [
+                    "/bin/sh",
+                    "-c",
+                    'cp -R -- "$1"/. /tau-source/ && chmod -R a+rwX /tau-source && chmod a+x "/tau-source/$2"',
+                    "tau-source",
+                    path,
+                    entry,
+                ],
+                "securityContext": r.hardened_container_security(),
+                "volumeMounts": [{"name": "tau-source", "mountPath": "/tau-source"}],
+            }
+        )
         volumes.append({"name": "tau-source", "emptyDir": {}})
         mounts.append({"name": "tau-source", "mountPath": SOURCE_DIR})
         target = f"{SOURCE_DIR}/{entry}"
         python = entry.endswith(".py") or launcher == "torchrun"
         return self._launch(target, python, launcher, nproc, nodes, flags), r.source_payload_digest(image, path, entry)
 
-    def _image_assets(self, init: list[dict[str, Any]], volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> None:
+    def _image_assets(
+        self, init: list[dict[str, Any]], volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]
+    ) -> None:
         assets = r.get(self.cfg, "storage.image_assets", []) or []
         if len(assets) > 8:
             raise ConfigError("storage.image_assets supports at most 8 entries", hint="merge assets into fewer images")
@@ -336,22 +413,28 @@ class _JobRenderer:
             r.require_pinned(image, f"storage.image_assets[{i}].image")
             for reserved in RESERVED_ASSET_PATHS:
                 if dest == reserved or dest.startswith(reserved + "/") or reserved.startswith(dest.rstrip("/") + "/"):
-                    raise ConfigError(f'storage.image_assets[{i}].mount_path "{dest}" overlaps Tau-reserved path {reserved}',
-                                      hint="mount the asset somewhere else, for example /opt/<name>")
+                    raise ConfigError(
+                        f'storage.image_assets[{i}].mount_path "{dest}" overlaps Tau-reserved path {reserved}',
+                        hint="mount the asset somewhere else, for example /opt/<name>",
+                    )
             for other in seen_paths:
                 if dest == other or dest.startswith(other + "/") or other.startswith(dest + "/"):
-                    raise ConfigError(f'storage.image_assets mount paths "{other}" and "{dest}" overlap',
-                                      hint="give each asset its own directory")
+                    raise ConfigError(
+                        f'storage.image_assets mount paths "{other}" and "{dest}" overlap',
+                        hint="give each asset its own directory",
+                    )
             seen_paths.append(dest)
             vol = f"tau-asset-{name}"
-            init.append({
-                "name": vol,
-                "image": image,
-                "command": ["/bin/cp"],
-                "args": ["-a", "--", f"{src}/.", "/tau-asset/"],
-                "securityContext": r.hardened_container_security(),
-                "volumeMounts": [{"name": vol, "mountPath": "/tau-asset"}],
-            })
+            init.append(
+                {
+                    "name": vol,
+                    "image": image,
+                    "command": ["/bin/cp"],
+                    "args": ["-a", "--", f"{src}/.", "/tau-asset/"],
+                    "securityContext": r.hardened_container_security(),
+                    "volumeMounts": [{"name": vol, "mountPath": "/tau-asset"}],
+                }
+            )
             volumes.append({"name": vol, "emptyDir": {}})
             mounts.append({"name": vol, "mountPath": dest, "readOnly": True})
 
@@ -365,8 +448,10 @@ class _JobRenderer:
             vname, _, rest = spec.partition("=")
             kind, _, src = rest.partition(":")
             if kind != "pvc" or not src:
-                raise ConfigError(f'--volume currently supports pvc volumes only; "{vname}" is not pvc-backed',
-                                  hint="declare volumes as NAME=pvc:CLAIM")
+                raise ConfigError(
+                    f'--volume currently supports pvc volumes only; "{vname}" is not pvc-backed',
+                    hint="declare volumes as NAME=pvc:CLAIM",
+                )
             claims[vname] = src
         if not mount_specs:
             return  # a single volume without mounts is the /data PVC (see result_pvc)
@@ -376,7 +461,9 @@ class _JobRenderer:
             vname, path = parts[0], parts[1] if len(parts) > 1 else ""
             mode = parts[2] if len(parts) > 2 else "rw"
             if vname not in claims:
-                raise ConfigError(f'storage.mounts "{spec}" names an unknown volume', hint="declare it in storage.volumes")
+                raise ConfigError(
+                    f'storage.mounts "{spec}" names an unknown volume', hint="declare it in storage.volumes"
+                )
             if path == "/data" and claims[vname] == data_pvc and any(v["name"] == "data" for v in volumes):
                 continue
             if vname in reserved or vname.startswith("tau-asset-"):

@@ -36,8 +36,23 @@ TUNE_DRIVER = "_tau_tune_driver.py"
 SCRIPT_DIR = "/script"
 COMPLETION_FILE = "/tmp/ray/tau-driver-complete"
 RAY_HEALTH_PORT = 52365
-DEFAULT_EXCLUDES = (".git", ".hg", ".svn", "__pycache__", "*.pyc", ".venv", "venv", ".tau", "node_modules",
-                    "*.egg-info", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".DS_Store", ".ipynb_checkpoints")
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    "*.pyc",
+    ".venv",
+    "venv",
+    ".tau",
+    "node_modules",
+    "*.egg-info",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".DS_Store",
+    ".ipynb_checkpoints",
+)
 RAY_TRAIN_SECTIONS = ("torch_config", "scaling_config", "failure_config")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RAY_TAG = re.compile(r"-ray(\d+\.\d+\.\d+)")
@@ -161,8 +176,9 @@ def project_archive(root: Path, excludes: list[str]) -> tuple[bytes, list[str]]:
     total = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
-        dirnames[:] = sorted(d for d in dirnames if not _excluded(_join(rel_dir, d), patterns)
-                             and not (Path(dirpath) / d).is_symlink())
+        dirnames[:] = sorted(
+            d for d in dirnames if not _excluded(_join(rel_dir, d), patterns) and not (Path(dirpath) / d).is_symlink()
+        )
         for fn in sorted(filenames):
             rel = _join(rel_dir, fn)
             path = Path(dirpath) / fn
@@ -198,8 +214,10 @@ def _join(base: str, name: str) -> str:
 
 def _excluded(rel: str, patterns: list[str]) -> bool:
     name = rel.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(rel, p) or fnmatch.fnmatchcase(name, p) or rel.startswith(p.rstrip("/") + "/")
-               for p in patterns)
+    return any(
+        fnmatch.fnmatchcase(rel, p) or fnmatch.fnmatchcase(name, p) or rel.startswith(p.rstrip("/") + "/")
+        for p in patterns
+    )
 
 
 def payload_envelope(files: dict[str, bytes]) -> bytes:
@@ -217,11 +235,15 @@ class _RayJobRenderer:
     def render(self) -> list[dict[str, Any]]:
         cfg, req, name = self.cfg, self.req, self.name
         if not _NAME.match(name):
-            raise ConfigError(f'RayJob name "{name}" must be a lowercase DNS label (a-z, 0-9 and -)',
-                              hint="rename the run (name: or the positional NAME)")
+            raise ConfigError(
+                f'RayJob name "{name}" must be a lowercase DNS label (a-z, 0-9 and -)',
+                hint="rename the run (name: or the positional NAME)",
+            )
         if len(name) > MAX_NAME:
-            raise ConfigError(f'RayJob name "{name}" is too long ({len(name)} chars; KubeRay limit is {MAX_NAME})',
-                              hint="choose a shorter run name")
+            raise ConfigError(
+                f'RayJob name "{name}" is too long ({len(name)} chars; KubeRay limit is {MAX_NAME})',
+                hint="choose a shorter run name",
+            )
         ns = r.namespace(req)
         workers = r.get(cfg, "compute.workers")
         if workers is None:
@@ -232,16 +254,22 @@ class _RayJobRenderer:
             gpw = self.profile.get("gpusPerWorker", 1)
         gpw = int(gpw)
         if not 0 <= gpw <= 8:
-            raise ConfigError(f"gpus per worker must be 0..8, got {gpw}", hint="set compute.gpus_per_worker between 0 and 8")
+            raise ConfigError(
+                f"gpus per worker must be 0..8, got {gpw}", hint="set compute.gpus_per_worker between 0 and 8"
+            )
         image = image_of(cfg) or (DEFAULT_GPU_IMAGE if gpw > 0 else DEFAULT_CPU_IMAGE)
         launcher = str(r.get(cfg, "execution.launcher") or "ray-train")
         mig = r.get(cfg, "compute.mig_profile")
         mode = str(r.get(cfg, "compute.gpu_resource_mode") or ("mig" if mig else "device-plugin"))
         if mode not in ("device-plugin", "mig"):
-            raise ConfigError(f'gpu-resource-mode "{mode}" is not supported by the RayJob engine (supported: device-plugin, mig)',
-                              hint="use compute.gpu_resource_mode: device-plugin or mig")
+            raise ConfigError(
+                f'gpu-resource-mode "{mode}" is not supported by the RayJob engine (supported: device-plugin, mig)',
+                hint="use compute.gpu_resource_mode: device-plugin or mig",
+            )
         gpu_resource = f"nvidia.com/mig-{mig}" if mode == "mig" and mig else keys.NVIDIA_GPU
-        user_names = list((r.get(cfg, "runtime.env", {}) or {}).keys()) + list((r.get(cfg, "runtime.env_secret", {}) or {}).keys())
+        user_names = list((r.get(cfg, "runtime.env", {}) or {}).keys()) + list(
+            (r.get(cfg, "runtime.env_secret", {}) or {}).keys()
+        )
         r.check_reserved_env({k: "" for k in user_names}, allow_nccl=bool(r.get(cfg, "execution.allow_nccl_override")))
 
         # -- payload --------------------------------------------------------------------------
@@ -269,17 +297,22 @@ class _RayJobRenderer:
             envelope = payload_envelope(files)
             raw = sum(len(v) for v in files.values())
             if raw > MAX_PAYLOAD_RAW_BYTES:
-                raise ConfigError(f"RayJob payload is {raw} bytes; maximum is {MAX_PAYLOAD_RAW_BYTES} bytes",
-                                  hint="ship large files with the image, run.working_dir excludes, or storage")
+                raise ConfigError(
+                    f"RayJob payload is {raw} bytes; maximum is {MAX_PAYLOAD_RAW_BYTES} bytes",
+                    hint="ship large files with the image, run.working_dir excludes, or storage",
+                )
             encoded = r.b64(envelope)
             if len("TAU_PAYLOAD_B64=") + len(encoded) > MAX_ENV_ENTRY_BYTES:
                 raise ConfigError(
-                    f"embedded RayJob payload entry TAU_PAYLOAD_B64 is {len(encoded)} bytes; maximum is {MAX_ENV_ENTRY_BYTES} bytes",
+                    f"embedded RayJob payload entry TAU_PAYLOAD_B64 is {len(encoded)} bytes; maximum is {MAX_ENV_ENTRY_BYTES} bytes",  # noqa: E501
                     hint="shrink the project (run.working_dir_excludes) or bake code into the image",
                 )
             digest = r.sha256_hex(envelope)
-            payload_env = [{"name": "TAU_PAYLOAD_B64", "value": encoded}, {"name": "TAU_PAYLOAD_DIGEST", "value": digest},
-                           {"name": "TAU_PAYLOAD_TARGET_DIR", "value": SCRIPT_DIR}]
+            payload_env = [
+                {"name": "TAU_PAYLOAD_B64", "value": encoded},
+                {"name": "TAU_PAYLOAD_DIGEST", "value": digest},
+                {"name": "TAU_PAYLOAD_TARGET_DIR", "value": SCRIPT_DIR},
+            ]
             payload_ann = {keys.PAYLOAD_DIGEST: digest}
 
         # -- storage --------------------------------------------------------------------------
@@ -292,28 +325,34 @@ class _RayJobRenderer:
         tau_env = rs.env_list({"TAU_DATA_DIR": "/data", "TAU_HOT_DIR": "/mnt"})
         if output:
             tau_env.append({"name": "TAU_OUTPUT_DIR", "value": output})
-        tau_env += rs.env_list({
-            "TAU_DIST_BACKEND": "nccl" if gpw > 0 else "gloo",
-            "TAU_NUM_WORKERS": str(workers),
-            "TAU_WORLD_SIZE": str(workers * gpw if gpw > 0 else workers),
-        })
+        tau_env += rs.env_list(
+            {
+                "TAU_DIST_BACKEND": "nccl" if gpw > 0 else "gloo",
+                "TAU_NUM_WORKERS": str(workers),
+                "TAU_WORLD_SIZE": str(workers * gpw if gpw > 0 else workers),
+            }
+        )
         configs = r.get(cfg, "execution.configs") or {}
         if launcher == "ray-train" and configs:
             bad = sorted(set(configs) - set(RAY_TRAIN_SECTIONS))
             if bad:
-                raise ConfigError(f"execution.configs section {bad[0]} is not supported with launcher ray-train",
-                                  hint="use only " + ", ".join(RAY_TRAIN_SECTIONS))
+                raise ConfigError(
+                    f"execution.configs section {bad[0]} is not supported with launcher ray-train",
+                    hint="use only " + ", ".join(RAY_TRAIN_SECTIONS),
+                )
             tau_env.append({"name": "TAU_RAY_TRAIN_CONFIG_JSON", "value": r.canonical_json(configs)})
         if launcher == "ray-tune":
-            tau_env += rs.env_list({
-                "TAU_TUNE_TRAIN_PATH": script_path or "",
-                "TAU_TUNE_TRAIN_MODULE": module or "",
-                "TAU_TUNE_METRIC": str(r.get(cfg, "execution.metric") or ""),
-                "TAU_TUNE_MODE": str(r.get(cfg, "execution.mode") or "min"),
-                "TAU_TUNE_NUM_SAMPLES": str(r.get(cfg, "execution.num_samples") or 1),
-                "TAU_TUNE_MAX_CONCURRENT_TRIALS": str(r.get(cfg, "execution.max_concurrent_trials") or 1),
-                "TAU_TUNE_PARAM_SPACE": r.canonical_json(configs),
-            })
+            tau_env += rs.env_list(
+                {
+                    "TAU_TUNE_TRAIN_PATH": script_path or "",
+                    "TAU_TUNE_TRAIN_MODULE": module or "",
+                    "TAU_TUNE_METRIC": str(r.get(cfg, "execution.metric") or ""),
+                    "TAU_TUNE_MODE": str(r.get(cfg, "execution.mode") or "min"),
+                    "TAU_TUNE_NUM_SAMPLES": str(r.get(cfg, "execution.num_samples") or 1),
+                    "TAU_TUNE_MAX_CONCURRENT_TRIALS": str(r.get(cfg, "execution.max_concurrent_trials") or 1),
+                    "TAU_TUNE_PARAM_SPACE": r.canonical_json(configs),
+                }
+            )
             tau_env = [e for e in tau_env if e["value"] != "" or not e["name"].startswith("TAU_TUNE_TRAIN_")]
         tau_env += r.retry_env(req)
         common_env = r.merge_env(defaults, r.user_env(req), tau_env)
@@ -321,7 +360,7 @@ class _RayJobRenderer:
         # -- driver entrypoint ---------------------------------------------------------------
         prelude = [
             "if [ -f /script/requirements.txt ]; then",
-            "  python3 -m pip install -r /script/requirements.txt || python3 -m pip install --user -r /script/requirements.txt",
+            "  python3 -m pip install -r /script/requirements.txt || python3 -m pip install --user -r /script/requirements.txt",  # noqa: E501
             "fi",
             'export PATH="$(python3 -m site --user-base)/bin:$PATH"',
         ]
@@ -365,8 +404,11 @@ class _RayJobRenderer:
             runtime_env["pip"] = pip
 
         # -- volumes ------------------------------------------------------------------------------
-        data_volume: dict[str, Any] = ({"name": "data", "persistentVolumeClaim": {"claimName": pvc}} if durable
-                                       else {"name": "data", "emptyDir": {}})
+        data_volume: dict[str, Any] = (
+            {"name": "data", "persistentVolumeClaim": {"claimName": pvc}}
+            if durable
+            else {"name": "data", "emptyDir": {}}
+        )
         shared_volumes = [
             data_volume,
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
@@ -402,8 +444,13 @@ class _RayJobRenderer:
             "command": ["/bin/sh", "-c", _LOG_OFFLOAD],
             "env": rs.env_list({"TAU_RAY_LOG_COMPLETION_FILE": COMPLETION_FILE, "TAU_RAY_LOG_DRAIN_SECONDS": "5"}),
             "resources": {"limits": {"cpu": "100m", "memory": "128Mi"}, "requests": {"cpu": "10m", "memory": "32Mi"}},
-            "securityContext": {**r.hardened_container_security(), "readOnlyRootFilesystem": True,
-                                "runAsNonRoot": True, "runAsUser": r.RESTRICTED_UID, "runAsGroup": r.RESTRICTED_UID},
+            "securityContext": {
+                **r.hardened_container_security(),
+                "readOnlyRootFilesystem": True,
+                "runAsNonRoot": True,
+                "runAsUser": r.RESTRICTED_UID,
+                "runAsGroup": r.RESTRICTED_UID,
+            },
             "volumeMounts": [{"name": "ray-tmp", "mountPath": "/tmp/ray", "readOnly": True}],
         }
         head_containers = [head_container, log_offload]
@@ -414,22 +461,34 @@ class _RayJobRenderer:
             head_volumes.append(rs.metrics_runtime_volume())
         head_init: list[dict[str, Any]] = []
         if not restricted:
-            head_init.append({
-                "name": "prepare-ray-tmp",
-                "image": image,
-                "command": ["/bin/sh", "-c", "mkdir -p /tmp/ray && chmod 1777 /tmp/ray"],
-                "securityContext": r.hardened_container_security(),
-                "volumeMounts": [{"name": "ray-tmp", "mountPath": "/tmp/ray"}],
-            })
+            head_init.append(
+                {
+                    "name": "prepare-ray-tmp",
+                    "image": image,
+                    "command": ["/bin/sh", "-c", "mkdir -p /tmp/ray && chmod 1777 /tmp/ray"],
+                    "securityContext": r.hardened_container_security(),
+                    "volumeMounts": [{"name": "ray-tmp", "mountPath": "/tmp/ray"}],
+                }
+            )
         if payload_env:
             head_init.append(self._payload_init(image, payload_env))
 
         # -- metadata -------------------------------------------------------------------------
         labels = r.workload_labels(req, workload_kind="rayjob", default_queue=r.DEFAULT_QUEUE)
-        annotations = r.workload_annotations(req, image=image, gpu_count=workers * gpw, payload=payload_ann,
-                                             execution={"launcher": launcher}, extra=ann_extra)
+        annotations = r.workload_annotations(
+            req,
+            image=image,
+            gpu_count=workers * gpw,
+            payload=payload_ann,
+            execution={"launcher": launcher},
+            extra=ann_extra,
+        )
         pod_labels = dict(sorted((k, v) for k, v in labels.items() if not k.startswith("kueue.x-k8s.io/")))
-        if req.ctx("workload_identity") and req.ctx("service_account") and not r.is_placeholder(req.ctx("service_account")):
+        if (
+            req.ctx("workload_identity")
+            and req.ctx("service_account")
+            and not r.is_placeholder(req.ctx("service_account"))
+        ):
             pod_labels[keys.WORKLOAD_IDENTITY_USE] = "true"
             pod_labels = dict(sorted(pod_labels.items()))
         correlation = r.pod_correlation_annotations(annotations)
@@ -441,10 +500,16 @@ class _RayJobRenderer:
         sa = req.ctx("service_account")
 
         head_spec: dict[str, Any] = {
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": keys.AKS_NODE_MODE, "operator": "In", "values": ["system"]}]},
-                {"matchExpressions": [{"key": keys.AKS_NODE_MODE, "operator": "DoesNotExist"}]},
-            ]}}},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": keys.AKS_NODE_MODE, "operator": "In", "values": ["system"]}]},
+                            {"matchExpressions": [{"key": keys.AKS_NODE_MODE, "operator": "DoesNotExist"}]},
+                        ]
+                    }
+                }
+            },
             "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}],
         }
         if head_init:
@@ -465,7 +530,9 @@ class _RayJobRenderer:
             "resources": self._resources("worker", gpw, gpu_resource),
             "startupProbe": {
                 "httpGet": {"path": self._health_path(image), "port": RAY_HEALTH_PORT},
-                "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 60,
+                "periodSeconds": 5,
+                "timeoutSeconds": 2,
+                "failureThreshold": 60,
             },
             "readinessProbe": {"tcpSocket": {"port": RAY_HEALTH_PORT}, "periodSeconds": 5, "timeoutSeconds": 2},
             "livenessProbe": {"tcpSocket": {"port": RAY_HEALTH_PORT}, "periodSeconds": 5, "timeoutSeconds": 2},
@@ -501,21 +568,25 @@ class _RayJobRenderer:
                 "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "num-gpus": "0"},
                 "template": {"metadata": {"labels": pod_labels, "annotations": head_ann}, "spec": head_spec},
             },
-            "workerGroupSpecs": [{
-                "groupName": f"{name}-w",
-                "replicas": workers,
-                "minReplicas": workers,
-                "maxReplicas": workers,
-                "rayStartParams": {"num-gpus": str(gpw)},
-                "template": {"metadata": {"labels": pod_labels, "annotations": worker_ann}, "spec": worker_spec},
-            }],
+            "workerGroupSpecs": [
+                {
+                    "groupName": f"{name}-w",
+                    "replicas": workers,
+                    "minReplicas": workers,
+                    "maxReplicas": workers,
+                    "rayStartParams": {"num-gpus": str(gpw)},
+                    "template": {"metadata": {"labels": pod_labels, "annotations": worker_ann}, "spec": worker_spec},
+                }
+            ],
         }
-        return [{
-            "apiVersion": "ray.io/v1",
-            "kind": "RayJob",
-            "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations},
-            "spec": spec,
-        }]
+        return [
+            {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayJob",
+                "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations},
+                "spec": spec,
+            }
+        ]
 
     # -- pieces ---------------------------------------------------------------------------------
     def _project(self, files: dict[str, bytes], working_dir: str, entry: str | None) -> str:
@@ -524,10 +595,14 @@ class _RayJobRenderer:
             base = (self.req.config_dir or Path.cwd()) / base
         base = base.resolve()
         if not base.is_dir():
-            raise ConfigError(f'run.working_dir "{working_dir}" is not a directory ({base})',
-                              hint="run.working_dir is relative to the config file's directory")
+            raise ConfigError(
+                f'run.working_dir "{working_dir}" is not a directory ({base})',
+                hint="run.working_dir is relative to the config file's directory",
+            )
         if not entry:
-            raise ConfigError("run.working_dir requires entrypoint", hint="set entrypoint: to a .py file inside run.working_dir")
+            raise ConfigError(
+                "run.working_dir requires entrypoint", hint="set entrypoint: to a .py file inside run.working_dir"
+            )
         entry_path = Path(entry)
         if not entry_path.is_absolute():
             entry_path = (self.req.config_dir or Path.cwd()) / entry_path
@@ -535,16 +610,22 @@ class _RayJobRenderer:
         try:
             rel = entry_path.relative_to(base)
         except ValueError:
-            raise ConfigError(f'entrypoint "{entry}" must lie inside run.working_dir "{working_dir}"',
-                              hint="move the script into the project directory") from None
+            raise ConfigError(
+                f'entrypoint "{entry}" must lie inside run.working_dir "{working_dir}"',
+                hint="move the script into the project directory",
+            ) from None
         if rel.suffix != ".py":
-            raise ConfigError(f'entrypoint "{entry}" must be a .py file with run.working_dir',
-                              hint="the project runs as python3 -m <module>")
+            raise ConfigError(
+                f'entrypoint "{entry}" must be a .py file with run.working_dir',
+                hint="the project runs as python3 -m <module>",
+            )
         excludes = [str(e) for e in r.get(self.cfg, "run.working_dir_excludes", []) or []]
         archive, members = project_archive(base, excludes)
         if rel.as_posix() not in members:
-            raise ConfigError(f'entrypoint "{entry}" is excluded from the run.working_dir archive',
-                              hint="remove the matching run.working_dir_excludes pattern")
+            raise ConfigError(
+                f'entrypoint "{entry}" is excluded from the run.working_dir archive',
+                hint="remove the matching run.working_dir_excludes pattern",
+            )
         files[PROJECT_ARCHIVE] = archive
         requirements = base / "requirements.txt"
         if requirements.is_file():
