@@ -132,7 +132,7 @@ def test_env_secret_rayjob_and_missing_entrypoint_fail_before_anything_runs(back
     assert "Ray is not installed" in err.value.message and "pip install 'tau[ray]'" in (err.value.hint or "")
     with pytest.raises(ConfigError, match="entrypoint"):
         submit("print(1)", entrypoint="../nope.py")
-    with pytest.raises(ConfigError, match="execution.nodes"):
+    with pytest.raises(ConfigError, match=r"execution\.nodes"):
         submit("print(1)", execution={"nodes": 2})
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
 

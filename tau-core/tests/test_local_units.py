@@ -39,7 +39,7 @@ def test_parse_duration(text: object, seconds: float) -> None:
 
 @pytest.mark.parametrize("bad", ["soon", "10 s", "5x", "s"])
 def test_parse_duration_rejects(bad: str) -> None:
-    with pytest.raises(ConfigError, match="resilience.backoff_max"):
+    with pytest.raises(ConfigError, match=r"resilience\.backoff_max"):
         parse_duration(bad, "resilience.backoff_max")
 
 

@@ -404,7 +404,7 @@ def _tail_offset(fh: Any, lines: int) -> int:
             if block[i] == 0x0A:
                 found += 1
                 if found == lines:
-                    return pos + i + 1
+                    return int(pos + i + 1)
     return 0
 
 

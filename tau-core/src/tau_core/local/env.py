@@ -103,7 +103,7 @@ def _engine(config: Mapping[str, Any]) -> str:
 
 def _refuse(config: Mapping[str, Any]) -> None:
     """Config features that need a cluster: each gets a clear local error."""
-    if get(config, "workflow.file") or get(config, "schema_version") is not None and not get(config, "engine"):
+    if get(config, "workflow.file") or (get(config, "schema_version") is not None and not get(config, "engine")):
         raise ConfigError("managed workflow configs (workflow.file / schema_version) cannot run locally",
                           hint="run a direct config (engine: job or rayjob) with --local, or submit to a cluster")
     secret = get(config, "runtime.env_secret") or {}
@@ -214,7 +214,10 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
     data = paths.data_root(env)
     hot = paths.hot_root(env)
     output_cfg = get(config, "storage.output")
-    output = paths.map_container_path(str(output_cfg), env) if output_cfg else data / "checkpoints" / "workflows" / run_id
+    if output_cfg:
+        output = paths.map_container_path(str(output_cfg), env)
+    else:
+        output = data / "checkpoints" / "workflows" / run_id
     checkpoint_cfg = get(config, "resilience.checkpoint_path")
     if checkpoint_cfg and str(checkpoint_cfg).rstrip("/") != f"{CLUSTER_CHECKPOINT_ROOT}/{request.name}":
         checkpoint = paths.map_container_path(str(checkpoint_cfg), env)
@@ -268,7 +271,8 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
         "staging_root": str(hot / "tau-output" / run_id),
         "history": _history(config),
         "experiment": experiment,
-        "ray": {"num_cpus": get(config, "compute.cpu_limit") or get(config, "compute.cpu_request")} if engine == "rayjob" else None,
+        "ray": ({"num_cpus": get(config, "compute.cpu_limit") or get(config, "compute.cpu_request")}
+                if engine == "rayjob" else None),
         "retry": {
             "max_retries": max_retries,
             "retry_on": [str(r) for r in retry_on],

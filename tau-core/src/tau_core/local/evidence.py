@@ -58,7 +58,8 @@ def parse_chunk(path: Path) -> list[dict[str, Any]]:
             if isinstance(step, bool) or not isinstance(step, int | float):
                 raise EvidenceError(f"{path.name} line {lineno}: missing required numeric _step field")
             if isinstance(ts, bool) or not isinstance(ts, int | float) or not ts > 0 or not math.isfinite(ts):
-                raise EvidenceError(f"{path.name} line {lineno}: _timestamp must be a valid positive Unix epoch-seconds value")
+                raise EvidenceError(
+                    f"{path.name} line {lineno}: _timestamp must be a valid positive Unix epoch-seconds value")
             rows.append(row)
     return rows
 
@@ -114,7 +115,8 @@ class EvidenceBridge:
         self.output = Path(plan["output_dir"])
         self.store = paths.exp_store_root(self.env)
         exp = plan.get("experiment") or {}
-        self.ident = {"project": paths.slug(exp.get("project") or "local"), "group": paths.slug(exp.get("group") or "default"),
+        self.ident = {"project": paths.slug(exp.get("project") or "local"),
+                      "group": paths.slug(exp.get("group") or "default"),
                       "experiment": paths.slug(exp["name"]) if exp.get("name") else "", "run_id": plan["run_id"]}
         self.sink: Any = None
         self.unavailable: str | None = None
@@ -142,7 +144,7 @@ class EvidenceBridge:
                 register(**self._run_meta(state="running"))
             elif not self.state.get("registered"):
                 self._register_with_cli()
-        except Exception as exc:  # noqa: BLE001 - evidence must never take the run down
+        except Exception as exc:
             self.unavailable = f"experiment store unavailable: {type(exc).__name__}: {exc}"
             self.sink = None
         return self.sink
@@ -225,7 +227,7 @@ class EvidenceBridge:
                 self.state["error"] = str(exc)
                 self.state["imported"][str(chunk)] = {"rows": 0, "error": str(exc)}
                 continue
-            except Exception as exc:  # noqa: BLE001 - keep going; report it in status
+            except Exception as exc:
                 self.state["error"] = f"{chunk.name}: {type(exc).__name__}: {exc}"
                 break
             digest = hashlib.sha256(chunk.read_bytes()).hexdigest()[:16]
@@ -251,14 +253,14 @@ class EvidenceBridge:
             register = getattr(sink, "record_run", None)
             if callable(register):
                 register(**self._run_meta(state=store_state, completed_at=completed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.state["error"] = f"terminal marker: {type(exc).__name__}: {exc}"
         finally:
             close = getattr(sink, "close", None)
             if callable(close):
                 try:
                     close()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     self.state["error"] = f"closing the store: {type(exc).__name__}: {exc}"
         self._stellar()
         self._save()

@@ -161,7 +161,8 @@ def classify_exit(returncode: int, *, cancelled: bool, oom_killed: bool, memory_
             f"{format_bytes(limit or 0)}; {described}")
     if limit and memory_error:
         return "Failed", FailureReason.OOM_KILLED, (
-            f"OOMKilled: the process ran out of memory under the limit {format_bytes(limit)} (MemoryError); {described}")
+            f"OOMKilled: the process ran out of memory under the limit {format_bytes(limit)} (MemoryError); "
+            f"{described}")
     if returncode < 0:
         sig = -returncode
         if sig == signal.SIGKILL and limit and peak_rss >= 0.9 * limit:

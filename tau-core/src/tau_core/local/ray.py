@@ -26,7 +26,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_local_ray(workdir: Path, options: dict[str, Any], say: Callable[[str], None]) -> tuple[subprocess.Popen[bytes], str]:
+def start_local_ray(workdir: Path, options: dict[str, Any],
+                    say: Callable[[str], None]) -> tuple[subprocess.Popen[bytes], str]:
     """Start a Ray head for one run; returns the process and the address for ``RAY_ADDRESS``."""
     import importlib.util
 
@@ -38,18 +39,21 @@ def start_local_ray(workdir: Path, options: dict[str, Any], say: Callable[[str],
             "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--temp-dir={workdir / 'tmp'}"]
     cpus = options.get("num_cpus")
     if cpus:
+        text = str(cpus)
         try:
-            argv.append(f"--num-cpus={max(1, int(float(str(cpus).rstrip('m')) / (1000 if str(cpus).endswith('m') else 1)))}")
+            count = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+            argv.append(f"--num-cpus={max(1, int(count))}")
         except ValueError:
             pass
-    log = open(workdir / "ray-head.log", "ab")  # noqa: SIM115 - owned by the child
+    log = open(workdir / "ray-head.log", "ab")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, process_group=0)
     log.close()
     say(f"starting a local Ray head on 127.0.0.1:{port}")
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the local Ray head exited with code {proc.returncode} (see {workdir / 'ray-head.log'})")
+            raise RuntimeError(f"the local Ray head exited with code {proc.returncode} "
+                               f"(see {workdir / 'ray-head.log'})")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return proc, f"127.0.0.1:{port}"

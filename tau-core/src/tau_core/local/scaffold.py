@@ -112,7 +112,8 @@ def main():
         b -= 0.05 * sum(2 * (w * x + b - y) for x, y in batch) / len(batch)
         loss = sum((w * x + b - y) ** 2 for x, y in data) / len(data)
         row = {{"_step": step, "_timestamp": time.time(), "loss": loss}}
-        atomic_write(output / "metrics" / f"chunk-{{step:06d}}-{{int(time.time() * 1000)}}.jsonl", json.dumps(row) + "\\n")
+        name = f"chunk-{{step:06d}}-{{int(time.time() * 1000)}}.jsonl"
+        atomic_write(output / "metrics" / name, json.dumps(row) + "\\n")
         atomic_write(output / "checkpoints" / "checkpoint.json", json.dumps({{"step": step, "w": w, "b": b}}))
         print(f"step {{step}} loss {{loss:.5f}}")
     atomic_write(output / "report.json", json.dumps({{"w": w, "b": b, "steps": steps}}, indent=2) + "\\n")

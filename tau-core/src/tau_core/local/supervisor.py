@@ -48,7 +48,7 @@ class LogWriter:
     """Appends timestamped lines to ``output.log``; safe to use from several threads."""
 
     def __init__(self, path: Path) -> None:
-        self.fh: BinaryIO = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by close()
+        self.fh: BinaryIO = open(path, "ab", buffering=0)
         self.lock = threading.Lock()
         self.tail: collections.deque[bytes] = collections.deque(maxlen=64)
 
@@ -124,7 +124,7 @@ class Supervisor:
             while not self._evidence_stop.wait(EVIDENCE_INTERVAL):
                 try:
                     self.bridge.poll(self._evidence_attempt)
-                except Exception:  # noqa: BLE001 - evidence never stops the run
+                except Exception:
                     self._diag("evidence poll failed:\n" + traceback.format_exc())
 
         thread = threading.Thread(target=loop, name="tau-evidence", daemon=True)
@@ -237,7 +237,8 @@ class Supervisor:
         if state == "Succeeded" and staging is not None and publication_id:
             try:
                 names = publish.publish(staging, output, publication_id)
-                self.log.tau(f"published {len(names)} staged file(s) to {publish.generation_dir(output, publication_id)}")
+                where = publish.generation_dir(output, publication_id)
+                self.log.tau(f"published {len(names)} staged file(s) to {where}")
                 info["published"] = names
             except (publish.PublishError, OSError) as exc:
                 info.update(state="Failed", reason="Unknown", exit_code=publish.PUBLISH_FAILURE_EXIT,
@@ -271,8 +272,9 @@ class Supervisor:
             if self._cancel_asked():
                 final = {"state": "Cancelled", "reason": "Unknown", "message": "cancelled before the attempt started"}
                 break
-            info = self.run_attempt(attempt, max_attempts, resume_from, retry_reason, retry_base + attempt - first_attempt)
-            self.run.update(lambda r, i=info: r.setdefault("attempts", []).append(i))
+            info = self.run_attempt(attempt, max_attempts, resume_from, retry_reason,
+                                    retry_base + attempt - first_attempt)
+            self.run.update(_append_attempt(info))
             final = info
             if info["state"] != "Failed":
                 break
@@ -308,12 +310,19 @@ class Supervisor:
             try:
                 self.bridge.finish(state, str(final.get("reason") or ""), final.get("message", ""),
                                    self.plan["checkpoint_path"], attempt)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self._diag("evidence finish failed:\n" + traceback.format_exc())
         self.run.update(lambda r: r.update(evidence_done=True))
         self.log.tau(f"run {state.lower()}")
         self.log.close()
         return 0
+
+
+def _append_attempt(info: dict[str, Any]) -> Any:
+    def change(record: dict[str, Any]) -> None:
+        record.setdefault("attempts", []).append(info)
+
+    return change
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -336,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(0)  # the parent returns to the CLI at once; the child is adopted by init
     try:
         return Supervisor(run_dir).main()
-    except Exception:  # noqa: BLE001 - record the failure where status can see it
+    except Exception:
         text = traceback.format_exc()
         try:
             with open(run_dir.supervisor_log, "a", encoding="utf-8") as fh:
@@ -345,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir.transition("Failed", f"the local supervisor failed: {last}", reason="Unknown",
                                message=f"the local supervisor failed: {last} (see {run_dir.supervisor_log})",
                                finished_at=now_iso(), child=None)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         return 1
 
