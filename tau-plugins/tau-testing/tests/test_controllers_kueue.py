@@ -283,3 +283,45 @@ def test_deployment_pods_wait_for_their_own_workloads(cluster: SimCluster) -> No
     assert len(running) == 2
     status = cluster.store.get("apps/v1", "Deployment", "team", "web")["status"]
     assert status["replicas"] == 3 and status["readyReplicas"] == 2
+
+
+def test_deleting_a_job_removes_its_workload_and_frees_quota(cluster: SimCluster) -> None:
+    kit.queue_setup(cluster, flavors=[kit.Flavor("default-flavor", {"cpu": "4", "memory": "16Gi"})])
+    from tau_testing.sim.scripts import PodScript, scripts_of
+
+    scripts_of(cluster).add({}, PodScript(run_seconds=600))
+    cluster.store.create(kit.job("holder", cpu="4", parallelism=2, completions=2))
+    cluster.store.create(kit.job("waiter", cpu="2"))
+    cluster.settle()
+    holder = _wl(cluster, "holder")
+    assert holder["spec"]["podSets"][0]["count"] == 2
+    assert holder["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    assert kit.condition(holder, "QuotaReserved")["status"] == "False"  # 2 × 4 cpu > 4
+    cluster.store.delete("batch/v1", "Job", "team", "waiter")
+    cluster.store.delete("batch/v1", "Job", "team", "holder")
+    cluster.settle()
+    assert cluster.store.list(API, "Workload", "team") == []
+    status = cluster.store.get(API, "ClusterQueue", None, "cq")["status"]
+    assert (status["pendingWorkloads"], status["reservingWorkloads"]) == (0, 0)
+
+
+def test_generic_eviction_api(cluster: SimCluster) -> None:
+    from tau_testing.sim.controllers import evict
+    from tau_testing.sim.scripts import PodScript, scripts_of
+
+    kit.queue_setup(cluster, flavors=[kit.Flavor("default-flavor", {"cpu": "4", "memory": "16Gi"})])
+    scripts_of(cluster).add({}, PodScript(run_seconds=600))
+    cluster.store.create(kit.job("slowpoke", cpu="1"))
+    cluster.advance(1)
+    name = _wl(cluster, "slowpoke")["metadata"]["name"]
+    evict(cluster, "team", name, reason="PodsReadyTimeout", message=f"Exceeded the PodsReady timeout team/{name}",
+          requeue=False)
+    cluster.settle()
+    wl = _wl(cluster, "slowpoke")
+    assert kit.condition(wl, "Evicted")["reason"] == "PodsReadyTimeout"
+    assert kit.condition(wl, "Preempted") is None
+    assert "EvictedDueToPodsReadyTimeout" in reasons(cluster, wl)
+    assert wl["spec"]["active"] is False
+    assert kit.condition(wl, "Requeued")["reason"] == "Deactivated"
+    with pytest.raises(LookupError):
+        evict(cluster, "team", "no-such-workload")
