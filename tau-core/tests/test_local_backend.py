@@ -228,6 +228,19 @@ def test_retries_exhausted(backend: LocalBackend, submit: Submit) -> None:
     assert len(st.extra["attempts"]) == 2 and "exhausted all 1 retries" in st.message
 
 
+def test_each_attempt_is_classified_on_its_own_output(backend: LocalBackend, submit: Submit) -> None:
+    ref = submit("""
+        import os, sys
+        if "TAU_RETRY_ATTEMPT" not in os.environ:
+            bytearray(3 * 1024 ** 3)
+        sys.exit(1)
+    """, compute={"gpus": 0, "memory_limit": "64Mi"},
+        resilience={"max_retries": 1, "retry_on": ["OOMKilled"], "backoff_initial": "10ms"})
+    st = backend.wait(ref, timeout=30)
+    assert [a["reason"] for a in st.extra["attempts"]] == ["OOMKilled", "Unknown"], st
+    assert st.failure is FailureReason.UNKNOWN
+
+
 def test_resume_from_a_checkpoint_after_cancel(backend: LocalBackend, home: Path) -> None:
     request = SubmitRequest(
         name="train", objects=[], context={}, config_path=QUICKSTART / "tau" / "train.yaml", config_hash="h1",

@@ -3,9 +3,9 @@
 A memory limit comes from ``compute.memory_limit`` (else ``compute.memory_request``).  It is enforced
 two ways, where the OS allows:
 
-* the child gets ``RLIMIT_AS`` = limit + :data:`ADDRESS_SPACE_HEADROOM` (virtual address space is
-  larger than resident memory: interpreters and thread stacks reserve more than they touch), so a
-  runaway allocation fails inside the process with ``MemoryError``;
+* the child gets ``RLIMIT_AS`` = 2 x limit + :data:`ADDRESS_SPACE_HEADROOM` (virtual address space
+  is larger than resident memory: interpreters, shared libraries and thread stacks reserve more than
+  they touch), so a runaway allocation fails inside the process with ``MemoryError``;
 * the supervisor samples the resident set size of the whole process group and sends ``SIGKILL``
   when it exceeds the limit, as a Kubernetes cgroup would.
 
@@ -59,7 +59,7 @@ def format_bytes(n: int | float) -> str:
 
 def set_address_space_limit(limit: int) -> None:
     """Runs in the child between fork and exec: no imports, no locks."""
-    soft = limit + ADDRESS_SPACE_HEADROOM
+    soft = 2 * limit + ADDRESS_SPACE_HEADROOM
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY and soft > hard:
         soft = hard

@@ -164,6 +164,7 @@ class Supervisor:
         limit = plan.get("memory_limit")
         info: dict[str, Any] = {"attempt": attempt, "started_at": now_iso(), "resume_from": resume_from,
                                 "retry_reason": retry_reason, "publication_id": publication_id}
+        self.log.tail.clear()  # MemoryError detection looks at this attempt's output only
         head = f"attempt {attempt}/{max_attempts} starting: {' '.join(plan['argv'])} (cwd {plan['cwd']})"
         if resume_from:
             head += f"; TAU_RESUME_FROM={resume_from}"
