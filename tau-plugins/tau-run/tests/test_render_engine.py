@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tau_core import keys
 from tau_core.config import load_config
 from tau_core.errors import ConfigError, PluginError
