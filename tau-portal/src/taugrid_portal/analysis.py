@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from tau_core.errors import NotFoundError, UsageError
-
 from taugrid_portal.store import ExperimentStore
 
 COMPARE_SCHEMA = "tau.exp.compare.v0"

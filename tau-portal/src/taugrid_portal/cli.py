@@ -16,10 +16,10 @@ from pathlib import Path
 
 import click
 
-from taugrid_portal import __version__
-from taugrid_portal.cliutil import PROG, emit_rows, field_table, json_flag, open_store, store_option
 from tau_core.errors import UsageError
 from tau_core.output import info, render_table, to_json
+from taugrid_portal import __version__
+from taugrid_portal.cliutil import PROG, emit_rows, field_table, json_flag, open_store, store_option
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 LAZY_STELLAR = ("stellar", "serve", "open")
@@ -91,7 +91,7 @@ def cli() -> None:
 def version_cmd(output: str) -> None:
     """Print the taugrid-portal version."""
     if output == "json":
-        from taugrid_portal.store import SCHEMA_VERSION, METRIC_SCHEMA_VERSION
+        from taugrid_portal.store import METRIC_SCHEMA_VERSION, SCHEMA_VERSION
 
         click.echo(to_json({"name": PROG, "version": __version__, "store_schema": SCHEMA_VERSION,
                             "metric_schema": METRIC_SCHEMA_VERSION}))

@@ -110,6 +110,22 @@ class Transaction:
         self.placed: list[Path] = []
         self.mirror_lines: dict[str, list[str]] = {}
         self.created: list[str] = []
+        self._ts: str | None = None
+
+    @property
+    def ts(self) -> str:
+        """This write's timestamp: now, but strictly after every metric file already recorded."""
+        if self._ts is None:
+            from datetime import timedelta
+
+            from ._util import fmt_time, parse_time
+
+            ts = now_text()
+            last = self.conn.execute("SELECT MAX(created_at) FROM metric_files").fetchone()[0]
+            if last and last >= ts:
+                ts = fmt_time(parse_time(last) + timedelta(microseconds=1))
+            self._ts = ts
+        return self._ts
 
     # -- rows --------------------------------------------------------------------------
     def mirror(self, table: str, row: dict[str, Any]) -> None:

@@ -10,8 +10,8 @@ Each line is one JSON object such as ``{"_step": 3, "_timestamp": 1760000003.1, 
 * Blank lines are skipped.  A last line without a newline is accepted when it is a complete
   object and reported as a truncated row otherwise.
 
-Files are read in blocks (8 MiB) ending at a newline.  A block is parsed by polars' native
-NDJSON reader; any block the fast path cannot vouch for is re-parsed line by line in Python,
+Files are read in blocks (8 MiB) ending at a newline.  A block is parsed by Arrow's native
+(multi-threaded) JSON reader; any block the fast path cannot vouch for is re-parsed line by line in Python,
 which either produces the same rows or the precise error (file and line).  Memory is bounded
 by the block size.
 """
@@ -99,7 +99,7 @@ def parse_lines_slow(
             if not _is_number(ts) or not math.isfinite(ts) or ts <= 0 or ts > 253402300799:
                 raise _fail(path, lineno, f"{time_field} must be a valid positive Unix epoch-seconds value, "
                             f"got {json.dumps(ts)}")
-            wall = int(round(ts * 1_000_000))
+            wall = round(ts * 1_000_000)
         for key, value in obj.items():
             if key == step_field or key == time_field or key.startswith("_"):
                 continue
@@ -122,15 +122,23 @@ def parse_lines_slow(
 _NUMERIC = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float32", "Float64")
 
 
-def parse_block_fast(data: bytes, *, step_field: str, time_field: str, prefix: str) -> Any | None:
+def parse_block_fast(
+    data: bytes, *, step_field: str, time_field: str, prefix: str, newlines: int | None = None
+) -> Any | None:
     """Parse with polars; ``None`` when the block needs the authoritative slow path."""
     import polars as pl
+    import pyarrow.json as pj
 
     try:
-        df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-    except Exception:  # noqa: BLE001 - any rejection means: take the slow path for exact errors
+        # pyarrow's reader infers new keys in later rows and fails loudly on type changes;
+        # polars' reader (with a bounded inference window) would silently drop late keys.
+        table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 20))
+        df = pl.from_arrow(table)
+    except Exception:  # any rejection means: take the slow path for the exact error
         return None
-    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if not isinstance(df, pl.DataFrame):
+        return None
+    n_lines = (data.count(b"\n") if newlines is None else newlines) + (0 if data.endswith(b"\n") else 1)
     blank = data.count(b"\n\n") + (1 if data.startswith(b"\n") else 0)
     if df.height != n_lines - blank or df.height == 0:
         return None
@@ -241,13 +249,15 @@ def read_history(
                 block, carry = carry, b""
                 if not block:
                     break
-            frame = parse_block_fast(block, step_field=step_field, time_field=time_field, prefix=prefix)
+            newlines = block.count(b"\n")
+            frame = parse_block_fast(block, step_field=step_field, time_field=time_field, prefix=prefix,
+                                     newlines=newlines)
             if frame is None:
                 frame = parse_lines_slow(block, path, line_no, step_field=step_field, time_field=time_field,
                                          prefix=prefix, final=final)
             rows += frame.height
             yield Block(frame, line_no)
-            line_no += block.count(b"\n")
+            line_no += newlines
             if final:
                 break
     return FileStats(path, size, digest.hexdigest(), rows, line_no - 1)

@@ -20,21 +20,27 @@ from .summaries import merge, summarize_frame
 SCHEMA_HASH = sha256_text(",".join(schema.METRIC_SCHEMA_COLUMNS))
 
 
-def arrow_schema() -> Any:
+CONSTANT_COLUMNS = ("project", "run_group_id", "run_id", "unit", "source", "split", "tags")
+
+
+def arrow_schema(*, dictionary_constants: bool = False) -> Any:
+    """The ``tau.metrics.scalar.v2`` columns.  With ``dictionary_constants`` the per-file constant
+    columns are dictionary arrays in memory; on disk they are plain (dictionary-encoded) strings."""
     import pyarrow as pa
 
+    const = pa.dictionary(pa.int32(), pa.string()) if dictionary_constants else pa.string()
     return pa.schema([
-        pa.field("project", pa.string(), nullable=False),
-        pa.field("run_group_id", pa.string(), nullable=False),
-        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("project", const, nullable=False),
+        pa.field("run_group_id", const, nullable=False),
+        pa.field("run_id", const, nullable=False),
         pa.field("metric_name", pa.string(), nullable=False),
         pa.field("step", pa.int64(), nullable=True),
         pa.field("wall_time", pa.timestamp("us", tz="UTC"), nullable=True),
         pa.field("value", pa.float64(), nullable=False),
-        pa.field("unit", pa.string(), nullable=True),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("split", pa.string(), nullable=True),
-        pa.field("tags", pa.string(), nullable=False),
+        pa.field("unit", const, nullable=True),
+        pa.field("source", const, nullable=False),
+        pa.field("split", const, nullable=True),
+        pa.field("tags", const, nullable=False),
     ])
 
 
@@ -60,17 +66,21 @@ class MetricFileWriter:
         self.max_step: int | None = None
         self.summaries: dict[str, dict[str, Any]] = {}
         self._writer: Any = None
-        self._schema = arrow_schema()
+        self._schema = arrow_schema(dictionary_constants=True)
 
-    def write(self, frame: Any, tags: dict[str, str]) -> None:
-        """Append one chunk (polars frame ``metric_name, step, wall_time_us, value``)."""
+    def write(self, frame: Any, tags: dict[str, str], *, summary: dict[str, dict[str, Any]] | None = None) -> None:
+        """Append one chunk (polars frame ``metric_name, step, wall_time_us, value``).
+
+        ``summary`` may be precomputed (by a parser thread) with ``ordinal_offset`` equal to the
+        rows written before this chunk.
+        """
         import polars as pl
         import pyarrow as pa
 
         n = frame.height
         if n == 0:
             return
-        chunk = summarize_frame(frame, ordinal_offset=self.rows)
+        chunk = summary if summary is not None else summarize_frame(frame, ordinal_offset=self.rows)
         for name, s in chunk.items():
             old = self.summaries.get(name)
             key_new = (s["latest_step"] is not None, s["latest_step"] or 0,
@@ -91,8 +101,8 @@ class MetricFileWriter:
 
         def const(value: str | None) -> Any:
             if value is None:
-                return pa.nulls(n, pa.string())
-            return pa.repeat(pa.scalar(value, pa.string()), n)
+                return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
+            return pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([value]))
 
         step = frame["step"].cast(pl.Int64).to_arrow()
         wall = frame["wall_time_us"].cast(pl.Int64).to_arrow().cast(pa.timestamp("us", tz="UTC"))
@@ -110,8 +120,9 @@ class MetricFileWriter:
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = pq.ParquetWriter(
-                self.path, self._schema, compression="zstd", compression_level=1,
-                write_statistics=True, use_dictionary=True,
+                self.path, self._schema, compression="zstd", compression_level=1, store_schema=False,
+                write_statistics=["metric_name", "step", "wall_time", "value"],
+                use_dictionary=["metric_name", *CONSTANT_COLUMNS],
             )
         self._writer.write_table(table, row_group_size=1 << 20)
 
@@ -132,7 +143,7 @@ class MetricFileWriter:
         if self._writer is not None:
             try:
                 self._writer.close()
-            except Exception:  # noqa: BLE001 - the staged file is removed anyway
+            except Exception:
                 pass
             self._writer = None
         if self.path is not None:

@@ -217,13 +217,11 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
         qcols = set(columns(conn, "questions"))
         text = "text" if "text" in qcols else ("name" if "name" in qcols else "question_id")
         desc = "description" if "description" in qcols else "NULL"
+        updated = "COALESCE(updated_at, created_at)" if "updated_at" in qcols else "created_at"
         conn.execute(
-            f"INSERT OR IGNORE INTO experiments(experiment_id, project, name, description, source, created_at, "
-            f"updated_at) SELECT question_id, project, {text}, {desc}, 'question', created_at, "
-            f"COALESCE(updated_at, created_at) FROM questions"
-            if "updated_at" in qcols
-            else f"INSERT OR IGNORE INTO experiments(experiment_id, project, name, description, source, created_at, "
-            f"updated_at) SELECT question_id, project, {text}, {desc}, 'question', created_at, created_at FROM questions"
+            "INSERT OR IGNORE INTO experiments(experiment_id, project, name, description, source, created_at, "
+            f"updated_at) SELECT question_id, project, {text}, {desc}, 'question', created_at, {updated} "
+            "FROM questions"
         )
     if "question_id" in columns(conn, "runs"):
         conn.execute(

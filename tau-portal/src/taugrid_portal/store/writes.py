@@ -25,7 +25,6 @@ from ._util import (
     canonical_json,
     file_sha256,
     fmt_time,
-    now_text,
     request_hash,
     safe_segment,
     validate_id,
@@ -171,6 +170,96 @@ def _staging(store: ExperimentStore, suffix: str) -> Path:
     return directory / f"{os.getpid()}-{secrets.token_hex(6)}{suffix}"
 
 
+class _Producer:
+    """Parse history files in a background thread, a couple of blocks ahead of the writer.
+
+    Arrow's JSON reader and polars release the GIL, so parsing the next block overlaps with
+    encoding the current one.  The queue is bounded, so memory stays a few blocks deep.
+    """
+
+    def __init__(self, store: ExperimentStore, files: Sequence[Path], *, step_field: str, time_field: str,
+                 metric_prefix: str | None, copy: bool, tick: Callable[[int, Path], None]) -> None:
+        import queue
+        import threading
+
+        self.store, self.files, self.copy, self.tick = store, list(files), copy, tick
+        self.opts = {"step_field": step_field, "time_field": time_field, "metric_prefix": metric_prefix}
+        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=2)
+        self.copy_paths: list[Path] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tau-jsonl-parse", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        import queue
+
+        while not self._stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        from .summaries import summarize_frame
+
+        rows = 0
+        try:
+            for path in self.files:
+                copy_path = _staging(self.store, "-" + path.name) if self.copy else None
+                if copy_path is not None:
+                    self.copy_paths.append(copy_path)
+                with open(copy_path, "wb") if copy_path else _NullCtx() as copy_fh:
+                    gen = read_history(path, copy_to=copy_fh, progress=lambda n, _p=path: self.tick(n, _p),
+                                       **self.opts)
+                    while True:
+                        if self._stop.is_set():
+                            return
+                        try:
+                            block = next(gen)
+                        except StopIteration as stop:
+                            fstats = stop.value
+                            break
+                        summary = summarize_frame(block.frame, ordinal_offset=rows)
+                        rows += block.frame.height
+                        if not self._put(("block", (path, block.frame, summary))):
+                            return
+                if not self._put(("file", (fstats, copy_path))):
+                    return
+            self._put(("done", None))
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            self._put(("error", exc))
+
+    def __iter__(self) -> Any:
+        while True:
+            kind, payload = self.queue.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise payload
+            yield kind, payload
+
+    def stop(self) -> None:
+        import queue
+
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                self.queue.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self._thread.join()
+
+
+class _NullCtx:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 def init_experiment(
     store: ExperimentStore,
     name: str,
@@ -190,7 +279,7 @@ def init_experiment(
                                                        target_type="experiment", target_id=name):
             return {"experiment_id": name, "project": project, "run_group_id": group, "reused": True,
                     "idempotency_key": idempotency_key}
-        ts = now_text()
+        ts = txn.ts
         created = txn.ensure(
             "experiments", {"experiment_id": name},
             {"experiment_id": name, "project": project, "name": name, "description": description,
@@ -253,27 +342,19 @@ def import_jsonl(
     )
     stats: list[FileStats] = []
     copies: list[tuple[FileStats, Path | None]] = []
+    producer = _Producer(store, files, step_field=step_field, time_field=time_field, metric_prefix=metric_prefix,
+                         copy=not (dry_run or not copy_history), tick=tick)
     try:
-        for path in files:
-            copy_path = None if (dry_run or not copy_history) else _staging(store, "-" + path.name)
-            copy_fh = open(copy_path, "wb") if copy_path else None
-            try:
-                gen = read_history(path, step_field=step_field, time_field=time_field, metric_prefix=metric_prefix,
-                                   copy_to=copy_fh, progress=lambda n, _p=path: tick(n, _p))
+        for kind, payload in producer:
+            if kind == "block":
+                path, frame, summary = payload
                 row_tags = {**tags, "jsonl.history_file": path.name, "jsonl.history_path": str(path),
                             "jsonl.importer": JSONL_IMPORTER}
-                while True:
-                    try:
-                        block = next(gen)
-                    except StopIteration as stop:
-                        fstats = stop.value
-                        break
-                    writer.write(block.frame, row_tags)
-            finally:
-                if copy_fh:
-                    copy_fh.close()
-            stats.append(fstats)
-            copies.append((fstats, copy_path))
+                writer.write(frame, row_tags, summary=summary)
+            else:
+                fstats, copy_path = payload
+                stats.append(fstats)
+                copies.append((fstats, copy_path))
         if writer.rows == 0:
             raise UsageError(
                 "JSONL history files contain no scalar metrics",
@@ -320,7 +401,7 @@ def import_jsonl(
                                        target_id=run):
                 result.update(action="reused", reused=True)
                 return result
-            ts = now_text()
+            ts = txn.ts
             run_row = {
                 "run_id": run, "project": project, "experiment_id": experiment or "", "run_group_id": group,
                 "parent_run_id": None, "state": state, "owner": owner, "created_at": ts, "started_at": None,
@@ -356,12 +437,12 @@ def import_jsonl(
                 result["artifacts"].append(art_id)
         return result
     finally:
+        producer.stop()
         writer.abort()
+        for copy_path in producer.copy_paths:
+            copy_path.unlink(missing_ok=True)
         if writer.path is not None:
             writer.path.unlink(missing_ok=True)
-        for _, copy_path in copies:
-            if copy_path is not None:
-                copy_path.unlink(missing_ok=True)
 
 
 # -- track ---------------------------------------------------------------------------------
@@ -541,7 +622,7 @@ def record_run(
                 return {"run_id": run, "created_run": False, "reused": True, "idempotency_key": idempotency_key,
                         "run_context": None, "configs": [], "metric_files": [], "metric_summaries": [],
                         "artifacts": [], "tags": [], "metric_rows": 0}
-            ts = now_text()
+            ts = txn.ts
             run_row = {
                 "run_id": run, "project": project, "experiment_id": experiment or "", "run_group_id": group,
                 "parent_run_id": parent_run, "state": state, "owner": owner, "created_at": created_at or ts,
@@ -607,20 +688,24 @@ def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, 
     Records are grouped by run; each run's batch becomes one metric file named from the hash of
     its records, so a repeated batch is recognised and reused.  Unknown runs are created
     (state ``running``); existing runs are left as they are.  Non-finite values are kept and
-    counted as non-finite in the summaries.
+    counted as non-finite in the summaries.  ``wall_time`` may be a datetime, an RFC3339 string
+    or Unix seconds.
     """
     import polars as pl
 
-    by_run: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    by_run: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for i, rec in enumerate(records):
         missing = [k for k in ("run_id", "metric_name", "value") if rec.get(k) in (None, "")]
         if missing:
             raise UsageError(f"telemetry record {i} is missing {', '.join(missing)}")
+        tags = rec.get("tags")
+        tags_json = tags if isinstance(tags, str) else json.dumps(tags or {}, sort_keys=True)
         key = (str(rec.get("project") or store.project or "default"), str(rec.get("run_group_id") or "default"),
-               str(rec["run_id"]))
+               str(rec["run_id"]), rec.get("unit") or "", rec.get("source") or source, rec.get("split") or "",
+               tags_json)
         by_run.setdefault(key, []).append(rec)
     out = {"files": [], "reused": 0, "rows": 0}
-    for (project, group, run), recs in sorted(by_run.items()):
+    for (project, group, run, unit, rsource, split, tags_json), recs in sorted(by_run.items()):
         validate_id("run", run)
         validate_id("project", project)
         validate_id("group", group)
@@ -633,33 +718,30 @@ def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, 
                 wt = int(parse_time(wt, what="wall_time").timestamp() * 1_000_000)
             elif isinstance(wt, datetime):
                 wt = int(wt.timestamp() * 1_000_000)
-            elif isinstance(wt, (int, float)):
-                wt = int(wt * 1_000_000) if wt < 1e11 else int(wt)
-            value = float(r["value"])
-            rows.append((str(r["metric_name"]), None if r.get("step") is None else int(r["step"]), wt, value,
-                         r.get("unit"), r.get("source") or source, r.get("split"),
-                         r.get("tags") if isinstance(r.get("tags"), str) else json.dumps(r.get("tags") or {},
-                                                                                           sort_keys=True)))
-        req = request_hash({"sink": source, "project": project, "group": group, "run": run,
-                            "rows": [[*row[:3], repr(row[3]), *row[4:]] for row in rows]})
+            elif isinstance(wt, (int, float)):  # Unix seconds
+                wt = round(wt * 1_000_000)
+            rows.append((str(r["metric_name"]), None if r.get("step") is None else int(r["step"]), wt,
+                         float(r["value"])))
+        req = request_hash({"sink": rsource, "project": project, "group": group, "run": run, "unit": unit,
+                            "split": split, "tags": tags_json, "rows": [[*row[:3], repr(row[3])] for row in rows]})
         file_id = f"sink-{run}-{req[:12]}"
         staged = _staging(store, ".parquet")
         try:
             writer = MetricFileWriter(staged, project=project, run_group_id=group, run_id=run,
-                                      source=rows[0][5], unit=rows[0][4], split=rows[0][6])
+                                      source=rsource, unit=unit or None, split=split or None)
             frame = pl.DataFrame(
                 {"metric_name": [r[0] for r in rows], "step": [r[1] for r in rows],
                  "wall_time_us": [r[2] for r in rows], "value": [r[3] for r in rows]},
                 schema={"metric_name": pl.String, "step": pl.Int64, "wall_time_us": pl.Int64, "value": pl.Float64},
             )
-            writer.write(frame, json.loads(rows[0][7]) if rows[0][7] else {})
+            writer.write(frame, json.loads(tags_json) if tags_json else {})
             digest = writer.close()
             with store.writing() as txn:
                 if store.check_idempotency(txn, file_id, req, command="telemetry sink", target_type="run",
                                            target_id=run):
                     out["reused"] += 1
                     continue
-                ts = now_text()
+                ts = txn.ts
                 run_row = {"run_id": run, "project": project, "experiment_id": "", "run_group_id": group,
                            "parent_run_id": None, "state": "running", "owner": None, "created_at": ts,
                            "started_at": ts, "completed_at": None, "config_hash": None, "code_sha": None,
@@ -667,7 +749,7 @@ def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, 
                            "index_version": schema.SCHEMA_VERSION}
                 _ensure_identity(store, txn, project=project, group=group, experiment=None, run=run_row, tags={},
                                  ts=ts, mode="ensure")
-                rel = f"{METRICS}/project={project}/group={group}/run={run}/{file_id.split('-', 1)[0]}-{req[:12]}.parquet"
+                rel = f"{METRICS}/project={project}/group={group}/run={run}/sink-{req[:12]}.parquet"
                 _commit_metric_file(txn, file_id=file_id, rel_path=rel, staged=staged, digest=digest or "",
                                     writer=writer, created_at=ts)
                 out["files"].append(file_id)

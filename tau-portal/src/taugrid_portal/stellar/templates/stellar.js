@@ -33,11 +33,16 @@
     return out;
   }
 
+  // Text the run filter matches against, per run (id, group, lifecycle and state).
+  var searchText = new Map();
+  document.querySelectorAll("#run-table tbody tr[data-run]").forEach(function (row) {
+    searchText.set(row.getAttribute("data-run"), row.getAttribute("data-search").toLowerCase());
+  });
+
   function visible(runId) {
     if (state.unchecked.has(runId)) return false;
     if (!state.filter) return true;
-    var row = document.querySelector('#run-table tr[data-run="' + CSS.escape(runId) + '"]');
-    var hay = (row ? row.getAttribute("data-search") : runId).toLowerCase();
+    var hay = searchText.has(runId) ? searchText.get(runId) : runId.toLowerCase();
     return hay.indexOf(state.filter) !== -1;
   }
 
@@ -238,7 +243,7 @@
   function applyVisibility() {
     document.querySelectorAll("#run-table tbody tr[data-run]").forEach(function (row) {
       var id = row.getAttribute("data-run");
-      var hay = row.getAttribute("data-search").toLowerCase();
+      var hay = searchText.get(id) || "";
       row.classList.toggle("hidden", state.filter !== "" && hay.indexOf(state.filter) === -1);
       row.classList.toggle("off", state.unchecked.has(id));
     });
