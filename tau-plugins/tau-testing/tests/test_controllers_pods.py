@@ -202,3 +202,18 @@ def test_script_book_matching_rules() -> None:
         PodScript(pull_error="Nope")
     with pytest.raises(TypeError):
         book.add(42, slow)  # type: ignore[arg-type]
+
+
+def test_a_new_kubelet_takes_over_without_repeating_output(cluster: SimCluster) -> None:
+    from tau_testing.sim.controllers import Kubelet
+
+    scripts_of(cluster).add({"job-name": "long"}, PodScript(run_seconds=10, log_every=1,
+                                                            logs=[f"line {i}" for i in range(10)]))
+    cluster.store.create(kit.job("long", queue=None))
+    cluster.advance(4)
+    cluster.controllers["pods"] = Kubelet()
+    cluster.advance(10)
+    pod = _pod(cluster, "long")
+    assert pod["status"]["phase"] == "Succeeded"
+    assert cluster.logs.read("team", pod["metadata"]["name"], "main") == [f"line {i}" for i in range(10)]
+    assert all(e.get("count", 1) == 1 for e in for_object(cluster, pod))

@@ -51,6 +51,7 @@ class _PodMemory:
     restarted: dict[str, int] = field(default_factory=dict)
     terminated_logs: set[str] = field(default_factory=set)
     marks: list[datetime] = field(default_factory=list)
+    restored_at: datetime | None = None  # a new kubelet took over a running pod: earlier output already exists
 
 
 def main_container(pod_spec: dict[str, Any]) -> str:
@@ -124,9 +125,9 @@ class Kubelet:
             ns, name = u.key(pod)
             memory = _PodMemory(ns, name, names, anchor or u.now(cluster))
             started = (pod.get("status") or {}).get("startTime")
-            if started:  # the kubelet restarted: keep the original timeline
+            if started:  # the kubelet restarted: keep the original timeline, do not repeat its output
                 memory.anchor = u.parse_ts(started) or memory.anchor
-                memory.emitted.add("*restored*")
+                memory.restored_at = u.now(cluster)
             self._pods[uid] = memory
         return memory
 
@@ -152,6 +153,9 @@ class Kubelet:
         node_name = pod["spec"].get("nodeName")
         for when, ev_key, reason, message, ev_type, field_path in sorted(timeline_events, key=lambda e: e[0]):
             if ev_key in memory.emitted or when > current:
+                continue
+            if memory.restored_at is not None and when <= memory.restored_at:
+                memory.emitted.add(ev_key)
                 continue
             memory.emitted.add(ev_key)
             events.record(cluster, pod, reason, message, type=ev_type, component=COMPONENT, host=node_name,
@@ -187,6 +191,9 @@ class Kubelet:
             for when, line in lines[done:]:
                 if when > current:
                     break
+                if memory.restored_at is not None and when <= memory.restored_at:
+                    done += 1
+                    continue
                 logs.append(memory.namespace, memory.name, container, line, ts=when)
                 done += 1
                 wrote = True
