@@ -244,8 +244,6 @@ def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffl
     store = f"{METRICS_RUNTIME_DIR}/metrics/{session}/expstore"
     args = [
         "experiment",
-        "--store",
-        store,
         "offload",
         "metrics",
         "--watch",
