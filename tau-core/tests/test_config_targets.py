@@ -38,7 +38,7 @@ def test_both_extensions_is_an_error(tmp_path: Path) -> None:
     root = repo(tmp_path)
     write(root / "tau" / "train.yaml", JOB.format(name="a"))
     write(root / "tau" / "train.yml", JOB.format(name="a"))
-    with pytest.raises(ConfigError, match="keep exactly one extension|both"):
+    with pytest.raises(ConfigError, match=r"keep exactly one extension|both"):
         resolve_target("train", cwd=root)
 
 
@@ -106,7 +106,7 @@ def test_monorepo_ambiguity_lists_projects(tmp_path: Path) -> None:
 
 
 def test_project_without_catalog(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="requires tau.projects.yaml"):
+    with pytest.raises(UsageError, match=r"requires tau\.projects\.yaml"):
         resolve_target("train", project="x", cwd=repo(tmp_path))
 
 
@@ -206,7 +206,7 @@ def test_snapshot_ambiguity_and_authorization(tmp_path: Path) -> None:
     twin = {**PROFILES[0], "name": "research.training.twin"}
     write(root / "profiles.snapshot.yaml", snapshot_text([PROFILES[0], twin]))
     cfg = write(root / "tau.yaml", SNAP_CFG)
-    with pytest.raises(ConfigError, match="ambiguous.*research.training.1x, research.training.twin"):
+    with pytest.raises(ConfigError, match=r"ambiguous.*research\.training\.1x, research\.training\.twin"):
         resolve_offline(RunOptions(config=cfg, cwd=root, env={}))
     cfg.write_text(SNAP_CFG.replace("team: research", "team: other") + "  profile: research.training.1x\n")
     with pytest.raises(ConfigError, match="does not authorize"):

@@ -24,7 +24,8 @@ STATUSES = ("ga", "beta", "alpha", "deprecated", "alias", "reserved", "workflow-
 
 #: Leaf and container types.
 TYPES = (
-    "string", "integer", "boolean", "string_or_integer", "quantity", "duration", "string_list", "string_map", "scalar_map",
+    "string", "integer", "boolean", "string_or_integer", "quantity", "duration", "string_list", "string_map",
+    "scalar_map",
     "map", "object", "object_list", "any",
 )
 
@@ -248,7 +249,8 @@ FIELDS: tuple[Field, ...] = (
     # -- profiler.* -----------------------------------------------------------------------
     _f("profiler", "object", "Bounded rank-scoped profiling.", status="beta"),
     _f("profiler.mode", "string", "nsys or ncu.", values=("nsys", "ncu"), status="beta"),
-    _f("profiler.rank", "string_or_integer", "Rank to profile: a non-negative integer or all.", default="0", status="beta"),
+    _f("profiler.rank", "string_or_integer", "Rank to profile: a non-negative integer or all.", default="0",
+       status="beta"),
     _f("profiler.warmup", "duration", "Delay before capture (nsys only).", status="beta"),
     _f("profiler.duration", "duration", "Capture duration (nsys only).", status="beta",
        default_note="2m for nsys"),

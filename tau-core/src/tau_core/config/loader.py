@@ -47,11 +47,12 @@ class Document:
         """1-based (line, column) of the key at ``path``, or of its closest existing ancestor."""
         node = self.raw
         best = (1, 1)
-        if isinstance(node, dict) and node and getattr(node, "lc", None) is not None:
+        lc_root = getattr(node, "lc", None)
+        if isinstance(node, dict) and node and lc_root is not None:
             try:  # the document's first key: comments above it are not the problem
-                line, col = node.lc.key(next(iter(node)))
+                line, col = lc_root.key(next(iter(node)))
                 best = (line + 1, col + 1)
-            except Exception:  # noqa: BLE001 - positions are best effort
+            except Exception:
                 pass
         for part in path:
             lc = getattr(node, "lc", None)
@@ -220,7 +221,7 @@ def _key_position(node: Any, key: Any) -> tuple[int, int]:
     try:
         line, col = node.lc.key(key)
         return line + 1, col + 1
-    except Exception:  # noqa: BLE001 - positions are best effort
+    except Exception:
         return 0, 0
 
 

@@ -142,7 +142,8 @@ def load_snapshot(path: Path) -> ProfileCatalog:
                              "was edited or has drifted", "re-export it with tau cluster profiles export"))
     if issues:
         raise ConfigValidationError(issues)
-    return ProfileCatalog(int(generation), str(set_hash), [dict(p) for p in profiles], "snapshot", doc.display,
+    assert isinstance(generation, int)
+    return ProfileCatalog(generation, str(set_hash), [dict(p) for p in profiles], "snapshot", doc.display,
                           doc)
 
 

@@ -120,7 +120,7 @@ def _ask(host: Host, kind: str, request: ResolveRequest) -> Any:
         return host.resolve(kind, request)
     except (ConfigError, UsageError):
         raise
-    except Exception as exc:  # noqa: BLE001 - a resolver plugin failing must not crash the CLI
+    except Exception as exc:
         from tau_core.errors import TauError
 
         if isinstance(exc, TauError):
@@ -139,7 +139,8 @@ def read_descriptor(path: Path) -> dict[str, Any]:
         raise ConfigValidationError([doc.issue(("schema",), "schema", f"workspace connection schema "
                                                f"{data.get('schema')!r} is unsupported; expected "
                                                "'tau.workspace.connection.v1'")])
-    cluster = data.get("cluster") if isinstance(data.get("cluster"), dict) else {}
+    raw_cluster = data.get("cluster")
+    cluster: dict[str, Any] = raw_cluster if isinstance(raw_cluster, dict) else {}
     return {"workspace": data.get("workspace"), "context": cluster.get("contextName"),
             "system_namespace": cluster.get("systemNamespace"), "descriptor": str(path)}
 

@@ -344,6 +344,8 @@ def _reserved_env(key: str, allow_nccl: bool, nodes: int) -> bool:
 def env_rules(ctx: RuleContext) -> None:
     env = ctx.get("runtime.env") or {}
     secrets = ctx.get("runtime.env_secret") or {}
+    if not env and not secrets and not ctx.has("runtime.env_kv"):
+        return
     allow_nccl = bool(ctx.get("execution.allow_nccl_override"))
     nodes = ctx.get("execution.nodes", 1)
     base = ctx.where("runtime.env")
@@ -483,7 +485,7 @@ def policy_rules(ctx: RuleContext) -> None:
         ctx.error("policy.priority_tier", "policy.priority_tier cannot be combined with "
                   "policy.disable_default_priorities")
     selectors = ctx.get("policy.node_selector") or {}
-    base = ctx.where("policy.node_selector")
+    base = ctx.where("policy.node_selector") if selectors else ()
     for key, value in selectors.items():
         at = (*base, key)
         shown = f"policy.node_selector.{key}"
@@ -534,7 +536,7 @@ def storage_rules(ctx: RuleContext) -> None:
         ctx.error("storage.volumes", "storage.data_pvc cannot be combined with storage.volumes for job run configs",
                   "use one of them")
     names: set[str] = set()
-    vbase = ctx.where("storage.volumes")
+    vbase = ctx.where("storage.volumes") if volumes else ()
     for i, spec in enumerate(volumes):
         at, shown = (*vbase, i), f"storage.volumes[{i}]"
         name, eq, rest = spec.partition("=")
@@ -555,7 +557,7 @@ def storage_rules(ctx: RuleContext) -> None:
         names.add(name)
     if mounts and not volumes:
         ctx.error("storage.mounts", "storage.mounts requires at least one storage.volumes entry")
-    mbase = ctx.where("storage.mounts")
+    mbase = ctx.where("storage.mounts") if mounts else ()
     seen_paths: list[str] = []
     for i, spec in enumerate(mounts):
         at, shown = (*mbase, i), f"storage.mounts[{i}]"
@@ -681,7 +683,7 @@ def profiler_rules(ctx: RuleContext) -> None:
 @rule
 def metrics_rules(ctx: RuleContext) -> None:
     history = ctx.get("metrics.history") or []
-    base = ctx.where("metrics.history")
+    base = ctx.where("metrics.history") if history else ()
     for i, entry in enumerate(history):
         at, shown = (*base, i), f"metrics.history[{i}]"
         if not entry.strip():
@@ -815,9 +817,11 @@ def _seconds(duration: str) -> float:
 
 @rule
 def resilience_rules(ctx: RuleContext) -> None:
+    reasons = ctx.get("resilience.retry_on") or []
+    if not reasons and not ctx.has("resilience.checkpoint_path") and not ctx.has("resilience.backoff_initial"):
+        return
     from tau_core.lifecycle import FailureReason
 
-    reasons = ctx.get("resilience.retry_on") or []
     base = ctx.where("resilience.retry_on") if reasons else ()
     allowed = {FailureReason.parse(r) for r in RETRY_REASONS} if reasons else set()
     for i, reason in enumerate(reasons):

@@ -31,8 +31,10 @@ def compiled_validator() -> Callable[[Any], Any]:
     if _VALIDATOR is None:
         from tau_core.config.codegen import schema_sha256
 
+        import importlib
+
         try:
-            from tau_core.config import _schema_compiled as pre
+            pre: Any = importlib.import_module("tau_core.config._schema_compiled")
         except ImportError:
             pre = None
         if pre is not None and getattr(pre, "SCHEMA_SHA256", None) == schema_sha256():

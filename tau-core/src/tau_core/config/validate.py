@@ -57,9 +57,13 @@ class ValidatedConfig:
     engine_inferred: bool = False
     base_dir: Path | None = None
 
+    _hash: str | None = field(default=None, repr=False)
+
     @property
     def config_hash(self) -> str:
-        return config_hash(self.normalized)
+        if self._hash is None:
+            self._hash = config_hash(self.normalized)
+        return self._hash
 
     def get(self, dotted_path: str) -> Any:
         return get_path(self.normalized, dotted_path)
@@ -115,7 +119,7 @@ def _normalize_gpu_class(value: str) -> str:
 
 def _prenormalize(data: dict[str, Any], doc: Document, warnings: list[ConfigIssue]) -> dict[str, Any]:
     """Drop explicit nulls of known fields, canonicalize case-insensitive and deprecated values."""
-    out = copy.deepcopy(data)
+    out: dict[str, Any] = _copy_tree(data)
     _pre_object("", out, (), doc, warnings)
     return out
 
@@ -164,12 +168,12 @@ def _gpu_class_rule(value: str) -> str | None:
 
     try:
         registry = get_host().registry("gpu_class_rules")
-    except Exception:  # noqa: BLE001 - a broken rule plugin must not break validation
+    except Exception:
         return None
     for entry in registry.ordered():
         try:
             answer = entry.load()(value)
-        except Exception:  # noqa: BLE001
+        except Exception:
             continue
         if isinstance(answer, str) and answer in GPU_CLASSES:
             return answer
@@ -205,7 +209,7 @@ def validate_document(doc: Document, *, name_override: str | None = None, base_d
         walker = Walker(doc)
         structural = walker.walk(pre)
         if not structural:  # the gate and the walker come from one catalog; keep the gate's verdict anyway
-            raise ConfigValidationError([doc.issue((), "", f"schema violation: {exc.message}")], warnings) from None
+            raise ConfigValidationError([doc.issue((), "", f"schema violation: {exc}")], warnings) from None
         # keep checking what is structurally sound, so every problem is reported in one pass
         pre = pruned(pre, walker.prune)
         if not schema_accepts(pre):
@@ -235,9 +239,12 @@ def validate_document(doc: Document, *, name_override: str | None = None, base_d
                            base_dir=base_dir)
 
 
-def _leaves(data: dict[str, Any], prefix: str = "", path: tuple[PathKey, ...] = ()) -> dict[str, tuple[Any, tuple[PathKey, ...]]]:
+Located = dict[str, tuple[Any, tuple[PathKey, ...]]]
+
+
+def _leaves(data: dict[str, Any], prefix: str = "", path: tuple[PathKey, ...] = ()) -> Located:
     """Catalog leaf path -> (value, document path), for the catalog fields present in ``data``."""
-    out: dict[str, tuple[Any, tuple[PathKey, ...]]] = {}
+    out: Located = {}
     for key, value in data.items():
         full = f"{prefix}.{key}" if prefix else key
         f = BY_PATH.get(full)
@@ -332,8 +339,7 @@ def _coerce(f: Field, value: Any) -> Any:
         keys = [x.path.rsplit(".", 1)[-1] for x in FIELDS if x.path.startswith(f.path + "[].")]
         return [{k: item.get(k) for k in keys} for item in value]
     if f.path in OPTIONAL_OBJECTS:
-        keys = REQUIRED.get(f.path, ())
-        return {k: value.get(k) for k in keys}
+        return {k: value.get(k) for k in REQUIRED.get(f.path, ())}
     if f.path == "profiler.rank":
         return str(value)
     return value
@@ -367,25 +373,67 @@ def _default(f: Field, engine: str, values: dict[str, Any], name: str | None) ->
     return f.default
 
 
+#: Fields whose default depends on other values (computed per config).
+_DYNAMIC_DEFAULTS = frozenset({
+    "run.ttl_seconds_after_finished", "execution.launcher", "policy.mode", "resilience.checkpoint_path",
+    "execution.mode", "execution.num_samples", "execution.max_concurrent_trials", "profiler.duration",
+    "profiler.rank", "compute.gpu_resource_mode",
+})
+
+
+@cache
+def _skeleton(engine: str) -> tuple[dict[str, Any], tuple[tuple[str, str], ...], tuple[Field, ...]]:
+    """Per engine: the normalized dict of static defaults, their sources, and the dynamic fields."""
+    skeleton: dict[str, Any] = {}
+    static_sources: list[tuple[str, str]] = []
+    dynamic: list[Field] = []
+    for f in canonical_fields():
+        if f.path == "engine":
+            set_path(skeleton, "engine", engine)
+            continue
+        if f.path in _DYNAMIC_DEFAULTS:
+            set_path(skeleton, f.path, None)
+            dynamic.append(f)
+            continue
+        default = _default(f, engine, {}, None)
+        set_path(skeleton, f.path, default)
+        if default is not None:
+            static_sources.append((f.path, SOURCE_DEFAULT))
+    return skeleton, tuple(static_sources), tuple(dynamic)
+
+
+def _copy_tree(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _copy_tree(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_copy_tree(v) for v in node]
+    return node
+
+
+def _copy_skeleton(node: dict[str, Any]) -> dict[str, Any]:
+    return {k: (_copy_skeleton(v) if type(v) is dict else v[:] if type(v) is list else v)
+            for k, v in node.items()}
+
+
 def _normalize(values: dict[str, Any], origins: dict[str, tuple[PathKey, ...]], engine: str,
                name_override: str | None) -> tuple[dict[str, Any], dict[str, str]]:
-    normalized: dict[str, Any] = {}
-    sources: dict[str, str] = {}
+    skeleton, static_sources, dynamic = _skeleton(engine)
+    normalized: dict[str, Any] = _copy_skeleton(skeleton)
+    sources: dict[str, str] = dict(static_sources)
+    sources["engine"] = SOURCE_CONFIG if "engine" in values else SOURCE_DEFAULT
     name = values.get("name")
-    for f in canonical_fields():
-        p = f.path
-        if p == "engine":
-            set_path(normalized, p, engine)
-            sources[p] = SOURCE_CONFIG if "engine" in values else SOURCE_DEFAULT
+    for f in dynamic:
+        if f.path not in values:
+            default = _default(f, engine, values, name)
+            if default is not None:
+                set_path(normalized, f.path, default)
+                sources[f.path] = SOURCE_DEFAULT
+    for p, value in values.items():
+        given = BY_PATH.get(p)
+        if given is None or p == "engine" or given.status == "reserved":
             continue
-        if p in values:
-            set_path(normalized, p, _coerce(f, values[p]))
-            sources[p] = SOURCE_CONFIG
-            continue
-        default = _default(f, engine, values, name)
-        set_path(normalized, p, default)
-        if default is not None:
-            sources[p] = SOURCE_DEFAULT
+        set_path(normalized, p, _coerce(given, value))
+        sources[p] = SOURCE_CONFIG
     if name_override is not None:
         sources["name"] = "flag"
     # the resolved experiment id: name -> id derived from title -> group

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import click
 
 from tau_core.output import emit, output_option
@@ -41,7 +42,8 @@ def validate(name: str | None, config: Path | None, project: str | None, output:
             count = len(doc["errors"])
             raise ConfigError(f"{doc['file']}: {count} problem{'s' if count != 1 else ''} found")
     else:
-        click.echo(f"{doc['file']} is valid: {doc['name']} ({doc['engine']}{', inferred' if doc['engine_inferred'] else ''})")
+        inferred = ", inferred" if doc["engine_inferred"] else ""
+        click.echo(f"{doc['file']} is valid: {doc['name']} ({doc['engine']}{inferred})")
 
 
 @click.command(context_settings=CONTEXT)

@@ -22,7 +22,7 @@ def find_config(name: str | None, config: Path | None, project: str | None) -> t
         if _target_file(cwd, name) is not None or project is not None:
             try:
                 return resolve_target(name, project=project), None
-            except Exception:  # noqa: BLE001 - fall back to the default file with NAME as the name
+            except Exception:
                 if project is not None:
                     raise
     return resolve_target(None, project=project), name
