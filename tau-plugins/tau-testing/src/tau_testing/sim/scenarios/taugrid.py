@@ -179,7 +179,7 @@ class TauGridScenario:
 
         book = scripts_of(self.cluster)
         for app in ("tau-pvc-get", "tau-pvc-list"):
-            book.add({"app": app}, PodScript(run_seconds=0.5, logs=self._helper_output))
+            book.add({"app": app}, PodScript(run_seconds=0, logs=self._helper_output))
 
 
 def _ensure_controllers(cluster: Any) -> None:
