@@ -6,7 +6,7 @@ import copy
 import hashlib
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 from tau_testing.sim.errors import ApiError
 
@@ -21,7 +21,7 @@ def get(cluster: Any, api_version: str, kind: str, namespace: str | None, name: 
         if exc.code == 404:
             return None
         raise
-    return obj
+    return cast("dict[str, Any] | None", obj)
 
 
 def list_objects(cluster: Any, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
@@ -39,7 +39,7 @@ def list_objects(cluster: Any, api_version: str, kind: str, namespace: str | Non
 def create(cluster: Any, obj: dict[str, Any]) -> dict[str, Any] | None:
     """Create ``obj``; ``None`` when it already exists (another pass made it)."""
     try:
-        return cluster.store.create(obj)
+        return cast("dict[str, Any]", cluster.store.create(obj))
     except ApiError as exc:
         if exc.code == 409:
             return None
@@ -49,7 +49,7 @@ def create(cluster: Any, obj: dict[str, Any]) -> dict[str, Any] | None:
 def update(cluster: Any, obj: dict[str, Any]) -> dict[str, Any] | None:
     """Write spec/metadata changes; ``None`` on a conflict or when the object is gone (retried next pass)."""
     try:
-        return cluster.store.update(obj)
+        return cast("dict[str, Any]", cluster.store.update(obj))
     except ApiError as exc:
         if exc.code in (404, 409):
             return None
@@ -59,7 +59,7 @@ def update(cluster: Any, obj: dict[str, Any]) -> dict[str, Any] | None:
 def update_status(cluster: Any, obj: dict[str, Any]) -> dict[str, Any] | None:
     """Write the status subresource; ``None`` on a conflict or when the object is gone."""
     try:
-        return cluster.store.update_status(obj)
+        return cast("dict[str, Any]", cluster.store.update_status(obj))
     except ApiError as exc:
         if exc.code in (404, 409):
             return None
@@ -93,7 +93,7 @@ def now(cluster: Any) -> datetime:
     value = cluster.clock.now()
     if isinstance(value, (int, float)):
         return datetime.fromtimestamp(value, UTC)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return cast(datetime, value if value.tzinfo else value.replace(tzinfo=UTC))
 
 
 def ts(value: datetime) -> str:
@@ -204,7 +204,7 @@ def container_requests(container: dict[str, Any]) -> dict[str, int]:
 def find_condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == ctype:
-            return cond
+            return cast("dict[str, Any]", cond)
     return None
 
 
@@ -275,7 +275,7 @@ def owner_ref(obj: dict[str, Any], *, controller: bool = True) -> dict[str, Any]
 def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
     for ref in obj.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("controller"):
-            return ref
+            return cast("dict[str, Any]", ref)
     return None
 
 

@@ -143,7 +143,7 @@ class DeploymentController:
             n += 1
         taken.add(pod_name)
         self._made[deployment['metadata']['uid']] = n + 1
-        pod = {"apiVersion": "v1", "kind": "Pod",
+        pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": pod_name, "namespace": ns, "labels": pod_labels,
                             "generateName": f"{name}-{pth}-",
                             "ownerReferences": [u.owner_ref(deployment)]},

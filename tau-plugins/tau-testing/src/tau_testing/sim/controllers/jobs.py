@@ -85,8 +85,8 @@ class JobController:
                     (u.find_condition(job, "Failed") or {}).get("lastTransitionTime"))
                 if ttl is not None and done is not None:
                     upcoming.append(u.plus(done, float(ttl)))
-            elif spec.get("activeDeadlineSeconds") is not None and status.get("startTime"):
-                upcoming.append(u.plus(u.parse_ts(status["startTime"]), float(spec["activeDeadlineSeconds"])))
+            elif spec.get("activeDeadlineSeconds") is not None and (started := u.parse_ts(status.get("startTime"))):
+                upcoming.append(u.plus(started, float(spec["activeDeadlineSeconds"])))
         later = [t for t in upcoming if t > current]
         return min(later) if later else None
 
@@ -262,7 +262,7 @@ class JobController:
             n += 1
         taken.add(name)
         self._made[uid] = n + 1
-        pod = {
+        pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "namespace": meta["namespace"], "generateName": f"{prefix}-",

@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tau_testing.sim.controllers.kueue import API, PRIORITY_LABEL, QUEUE_LABEL
 
@@ -71,7 +71,7 @@ def queue_setup(cluster: Any, *, namespace: str = "team", local_queue: str = "lq
         store.create({"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
                       "value": value})
     cluster.settle()
-    return store.get(API, "ClusterQueue", None, cluster_queue)
+    return cast("dict[str, Any]", store.get(API, "ClusterQueue", None, cluster_queue))
 
 
 def _resources(cpu: str | None, memory: str | None, gpu: int) -> dict[str, Any]:
@@ -199,5 +199,5 @@ def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
     """The condition of type ``ctype`` in ``obj['status']['conditions']``, or ``None``."""
     for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
         if cond.get("type") == ctype:
-            return cond
+            return cast("dict[str, Any]", cond)
     return None

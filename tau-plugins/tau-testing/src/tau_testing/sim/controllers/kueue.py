@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from tau_testing.sim.controllers import _util as u
 from tau_testing.sim.controllers import events
@@ -107,7 +107,7 @@ def _templates(integ: Integration, obj: dict[str, Any]) -> list[tuple[str, int, 
 
 
 def _pod_spec_of(template: dict[str, Any]) -> dict[str, Any]:
-    return template.setdefault("spec", {})
+    return cast("dict[str, Any]", template.setdefault("spec", {}))
 
 
 def _is_suspended(integ: Integration, obj: dict[str, Any]) -> bool:
@@ -257,8 +257,8 @@ def _mark_evicted(cluster: Any, wl: dict[str, Any], reason: str, message: str,
     status = copy.deepcopy(wl.get("status") or {})
     conditions = status.setdefault("conditions", [])
     current = u.now(cluster)
-    if u.condition_true({"status": status}, "Evicted") and u.find_condition({"status": status}, "Evicted").get(
-            "reason") == reason:
+    evicted = u.find_condition({"status": status}, "Evicted")
+    if evicted is not None and evicted.get("status") == "True" and evicted.get("reason") == reason:
         return False
     u.set_condition(conditions, "Evicted", "True", reason, message, current)
     if preemption_reason:
@@ -687,7 +687,7 @@ class KueueController:
         from tau_testing.sim.errors import ApiError
 
         try:
-            return cluster.store.update(fresh)
+            return cast("dict[str, Any]", cluster.store.update(fresh))
         except ApiError as exc:
             if exc.code != 422:
                 return None
@@ -759,13 +759,13 @@ class KueueController:
             status["pendingWorkloads"] = len(buckets.get("pending", []))
             status["reservingWorkloads"] = len(reserving)
             status["admittedWorkloads"] = len(buckets.get("admitted", []))
-            cq = cq_by_name.get(lq_to_cq.get(key, ""))
-            status["flavorsReservation"] = _flavor_usage(cq, reserving) if cq else []
-            status["flavorsUsage"] = _flavor_usage(cq, buckets.get("admitted", [])) if cq else []
+            target = cq_by_name.get(lq_to_cq.get(key, ""))
+            status["flavorsReservation"] = _flavor_usage(target, reserving) if target else []
+            status["flavorsUsage"] = _flavor_usage(target, buckets.get("admitted", [])) if target else []
             conditions = status.setdefault("conditions", [])
             if (lq.get("spec") or {}).get("stopPolicy", "None") not in (None, "None"):
                 u.set_condition(conditions, "Active", "False", "Stopped", "LocalQueue is stopped", current)
-            elif cq is None:
+            elif target is None:
                 u.set_condition(conditions, "Active", "False", "ClusterQueueDoesNotExist",
                                 "Can't submit new workloads to clusterQueue", current)
             else:

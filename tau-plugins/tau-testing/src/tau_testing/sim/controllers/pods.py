@@ -348,7 +348,7 @@ class Kubelet:
             nxt = self._next_start(runs)
             if nxt is not None:
                 marks.append(nxt)
-        if disrupted:
+        if disrupted and cut_at is not None:
             runs = [r for r in runs if r.start < cut_at]
             if runs:
                 last = runs[-1]
@@ -425,7 +425,7 @@ class Kubelet:
         status["containerStatuses"] = [b for s, b in statuses if not s]
 
         n_main = len(main_specs) + len(sidecars)
-        if disrupted:
+        if disrupted and cut_at is not None:
             self._disruption(pod, script, status, conditions, cut_at, cut_kind, evs, main_specs + sidecars)
         elif len(terminal_codes) == n_main and n_main:
             status["phase"] = "Succeeded" if all(code == 0 for code in terminal_codes) else "Failed"

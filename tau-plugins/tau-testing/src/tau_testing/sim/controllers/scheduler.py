@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 from tau_testing.sim.controllers import _util as u
 from tau_testing.sim.controllers import events
@@ -75,13 +75,13 @@ def add_node(cluster: Any, name: str, *, labels: dict[str, str] | None = None, c
                      "kubeProxyVersion": "v1.31.0"},
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
     }
-    return cluster.store.update_status(created)
+    return cast("dict[str, Any]", cluster.store.update_status(created))
 
 
 def node_ip(node: dict[str, Any]) -> str:
     for addr in (node.get("status") or {}).get("addresses") or []:
         if addr.get("type") == "InternalIP":
-            return addr["address"]
+            return str(addr["address"])
     return ""
 
 
@@ -110,7 +110,7 @@ def _expr_matches(expr: dict[str, Any], lbls: dict[str, str]) -> bool:
         return k not in lbls
     if op in ("Gt", "Lt"):
         try:
-            have, want = int(lbls[k]), int(values[0])
+            have, want = int(lbls[str(k)]), int(values[0])
         except (KeyError, IndexError, ValueError):
             return False
         return have > want if op == "Gt" else have < want
