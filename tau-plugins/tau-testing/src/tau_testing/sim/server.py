@@ -926,6 +926,7 @@ class ServerThread:
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.cluster.host, self.cluster.port or 0))
         sock.listen(256)
         sock.setblocking(False)
