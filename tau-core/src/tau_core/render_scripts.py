@@ -91,7 +91,16 @@ def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
     core_line = core
     if wrappers.profiler_prefix:
         core_line = " ".join(q(a) for a in wrappers.profiler_prefix) + " " + core
-    lines += ["tau_rc=0", f"{core_line} || tau_rc=$?"]
+    # The workload runs as a child so that TERM/INT (preemption, cancel) reach it while the
+    # wrappers still get to record the outcome.
+    lines += [
+        "tau_rc=0",
+        f"{core_line} &",
+        "tau_child=$!",
+        'trap "kill -TERM $tau_child 2>/dev/null || true" TERM INT',
+        'while :; do wait "$tau_child" && tau_rc=0 || tau_rc=$?; kill -0 "$tau_child" 2>/dev/null || break; done',
+        "trap - TERM INT",
+    ]
     if wrappers.output and wrappers.staging_dir and wrappers.publication_id:
         lines += ['if [ "$tau_rc" -eq 0 ]; then', *("  " + ln for ln in _publish_lines(wrappers)), "fi"]
     if wrappers.checkpoint and wrappers.output:

@@ -114,3 +114,18 @@ def test_payload_decoder_refuses_escaping_paths(tmp_path: Path) -> None:
 
 def test_payload_envelope_is_deterministic() -> None:
     assert payload_envelope({"a": b"1", "b": b"2"}) == payload_envelope({"b": b"2", "a": b"1"})
+
+
+def test_term_reaches_the_workload_and_wrappers_record_it(tmp_path: Path) -> None:
+    import signal
+
+    done = tmp_path / "complete"
+    core = "bash -c 'trap \"echo got-term; exit 7\" TERM; echo ready; while :; do sleep 0.1; done'"
+    script = rs.compose([], core, rs.Wrappers(completion_file=str(done)))
+    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert "got-term" in out and proc.returncode == 7
+    assert json.loads(done.read_text()) == {"exit_code": 7}
