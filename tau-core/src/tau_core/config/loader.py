@@ -190,6 +190,7 @@ def _plain(node: Any, doc: Document, path: tuple[PathKey, ...], count: list[int]
                 line, col = _key_position(node, key)
                 raise _fail(doc.display, f"mapping key {key!r} is not a string",
                             "quote the key, for example \"1\": value", line, col)
+            _check_text(key, doc, (*path, key))
             out[str(key)] = _plain(value, doc, (*path, key), count, stack, depth + 1)
         stack.discard(id(node))
         return out
@@ -208,6 +209,7 @@ def _plain(node: Any, doc: Document, path: tuple[PathKey, ...], count: list[int]
     if isinstance(node, float):
         return float(node)
     if isinstance(node, str):
+        _check_text(node, doc, path)
         return str(node)
     if isinstance(node, (_dt.date, _dt.datetime)):
         return node.isoformat()
@@ -215,6 +217,16 @@ def _plain(node: Any, doc: Document, path: tuple[PathKey, ...], count: list[int]
         line, col = doc.position(path)
         raise _fail(doc.display, "binary YAML values are not supported", None, line, col)
     return str(node)
+
+
+def _check_text(text: str, doc: Document, path: tuple[PathKey, ...]) -> None:
+    """Reject strings that cannot be encoded (lone UTF-16 surrogates from escapes such as "\\ud800")."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        line, col = doc.position(path)
+        raise _fail(doc.display, "text contains an invalid Unicode escape (a lone surrogate)",
+                    "write the character itself, or a \\U escape for characters beyond U+FFFF", line, col) from None
 
 
 def _key_position(node: Any, key: Any) -> tuple[int, int]:
