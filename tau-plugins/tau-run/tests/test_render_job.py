@@ -464,3 +464,46 @@ def test_config_hash_tracks_config_not_script(tmp_path: Path) -> None:
     assert a["metadata"]["annotations"][h] == b["metadata"]["annotations"][h] != c["metadata"]["annotations"][h]
     d = keys.SCRIPT_PAYLOAD_DIGEST
     assert a["metadata"]["annotations"][d] != b["metadata"]["annotations"][d] == b["metadata"]["annotations"][d]
+
+
+def test_extra_pvc_volumes_and_mounts(tmp_path: Path) -> None:
+    text = (
+        BASE + "storage:\n  volumes: [data=pvc:blob-training, models=pvc:model-cache]\n"
+        "  mounts: ['data:/data', 'models:/models:ro']\n"
+    )
+    [job] = render(tmp_path, text)
+    volumes = pod(job)["volumes"]
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "blob-training"}} in volumes
+    assert {"name": "models", "persistentVolumeClaim": {"claimName": "model-cache"}} in volumes
+    mounts = main(job)["volumeMounts"]
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in mounts
+    assert [m for m in mounts if m["mountPath"] == "/data"] == [{"name": "data", "mountPath": "/data"}]
+    assert job["metadata"]["annotations"][keys.RESULT_PVC] == "blob-training"
+
+
+def test_clear_node_selector_drops_generated_selectors(tmp_path: Path) -> None:
+    text = (
+        BASE.replace("gpus: 0", "gpus: 1") + "  gpu_class: a100-80gb\n  clear_node_selector: true\n"
+        "  node_selector:\n    agentpool: gpu\n"
+    )
+    [job] = render(tmp_path, text)
+    assert pod(job)["nodeSelector"] == {"agentpool": "gpu"}
+    assert job["metadata"]["labels"][keys.GPU_CLASS] == "a100-80gb"
+
+
+def test_profiler_nsys(tmp_path: Path) -> None:
+    text = (
+        BASE.replace("gpus: 0", "gpus: 1") + "storage:\n  data_pvc: blob\n  output: /data/runs/p\n"
+        "profiler:\n  mode: nsys\n  warmup: 30s\n  duration: 1m\n"
+    )
+    [job] = render(tmp_path, text)
+    env = env_of(main(job))
+    assert env["TAU_PROFILE_MODE"] == "nsys" and env["TAU_PROFILE_OUT"] == "/data/runs/p/profile/rank-0.nsys-rep"
+    assert env["TAU_PROFILE_WARMUP_SEC"] == "30" and env["TAU_PROFILE_ACTIVE_SEC"] == "60"
+    assert (
+        "nsys profile --force-overwrite=true --delay=30 --duration=60 --output=/data/runs/p/profile/rank-0"
+        in main(job)["command"][2]
+    )
+    ann = job["metadata"]["annotations"]
+    assert ann[keys.PROFILE_MODE] == "nsys" and ann[keys.PROFILE_PATH] == "/data/runs/p/profile"
+    assert ann[keys.PROFILE_PVC] == "blob"
