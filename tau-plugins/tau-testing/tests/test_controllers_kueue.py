@@ -86,9 +86,12 @@ def test_job_pending_on_quota_reports_counts_and_kueue_message(cluster: SimClust
     assert (lq["pendingWorkloads"], lq["reservingWorkloads"], lq["admittedWorkloads"]) == (1, 1, 1)
     assert kit.condition({"status": lq}, "Active")["status"] == "True"
 
-    cluster.advance(2)  # the first finishes, its quota is released, the second is admitted
+    cluster.advance(1)  # the first finishes, its quota is released, the second is admitted
     second = _wl(cluster, "second")
     assert kit.condition(second, "Admitted")["status"] == "True"
+    assert kit.condition(_wl(cluster, "first"), "Finished")["status"] == "True"
+    assert kit.condition(_wl(cluster, "first"), "Admitted")["reason"] == "Finished"
+    assert second["status"]["resourceRequests"] == [{"name": "main", "resources": {"cpu": "3", "memory": "1Gi"}}]
     cluster.advance(2)
     cq = cluster.store.get(API, "ClusterQueue", None, "cq")["status"]
     assert (cq["pendingWorkloads"], cq["reservingWorkloads"], cq["admittedWorkloads"]) == (0, 0, 0)

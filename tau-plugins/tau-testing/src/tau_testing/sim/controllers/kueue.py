@@ -392,8 +392,8 @@ class KueueController:
         conditions = status.setdefault("conditions", [])
         current = u.now(cluster)
         u.set_condition(conditions, "Finished", "True", reason, message, current)
-        if u.condition_true({"status": status}, "Admitted"):
-            pass  # Kueue keeps Admitted=True on finished workloads; quota is released through Finished
+        if u.find_condition({"status": status}, "Admitted") is not None:
+            u.set_condition(conditions, "Admitted", "False", "Finished", "Workload has finished", current)
         return u.write_status_if_changed(cluster, wl, status)
 
     # ---- 2/3. workload lifecycle: deletion, eviction, requeue ---------------------------------------------
@@ -602,6 +602,11 @@ class KueueController:
         status = copy.deepcopy(wl.get("status") or {})
         u.set_condition(status.setdefault("conditions", []), "QuotaReserved", "False", reason, message,
                         u.now(cluster))
+        status["resourceRequests"] = [
+            {"name": ps.get("name", "main"),
+             "resources": {res: u.format_quantity(res, amount)
+                           for res, amount in sorted(_podset_requests(ps).items())}}
+            for ps in (wl.get("spec") or {}).get("podSets") or []]
         if not u.write_status_if_changed(cluster, wl, status):
             return False
         events.record(cluster, wl, "Pending", message, component=ADMISSION_COMPONENT)
