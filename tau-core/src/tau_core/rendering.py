@@ -180,9 +180,10 @@ def get(config: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
     """``get(cfg, "storage.output")``: a nested value, or ``default`` when missing or None."""
     node: Any = config
     for part in dotted.split("."):
-        if not isinstance(node, Mapping):
+        getter = getattr(node, "get", None)
+        if getter is None or isinstance(node, (str, bytes)):
             return default
-        node = node.get(part)
+        node = getter(part)
         if node is None:
             return default
     return node
