@@ -765,8 +765,9 @@ class KueueController:
             status["reservingWorkloads"] = len(reserving)
             status["admittedWorkloads"] = len(buckets.get("admitted", []))
             target = cq_by_name.get(lq_to_cq.get(key, ""))
-            status["flavorsReservation"] = _flavor_usage(target, reserving) if target else []
-            status["flavorsUsage"] = _flavor_usage(target, buckets.get("admitted", [])) if target else []
+            status["flavorsReservation"] = _flavor_usage(target, reserving, borrowed=False) if target else []
+            status["flavorsUsage"] = (_flavor_usage(target, buckets.get("admitted", []), borrowed=False)
+                                      if target else [])
             conditions = status.setdefault("conditions", [])
             if (lq.get("spec") or {}).get("stopPolicy", "None") not in (None, "None"):
                 u.set_condition(conditions, "Active", "False", "Stopped", "LocalQueue is stopped", current)
@@ -795,7 +796,8 @@ def _add_usage(usage: dict[tuple[str, str], int], wl: dict[str, Any], sign: int)
             usage[(flavor, res)] = usage.get((flavor, res), 0) + sign * amount
 
 
-def _flavor_usage(cq: dict[str, Any], workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _flavor_usage(cq: dict[str, Any], workloads: list[dict[str, Any]], *,
+                  borrowed: bool = True) -> list[dict[str, Any]]:
     usage: dict[tuple[str, str], int] = {}
     for wl in workloads:
         _add_usage(usage, wl, +1)
@@ -805,8 +807,10 @@ def _flavor_usage(cq: dict[str, Any], workloads: list[dict[str, Any]]) -> list[d
             resources = []
             for res in flavor.get("resources") or []:
                 total = usage.get((flavor["name"], res["name"]), 0)
-                resources.append({"name": res["name"], "total": u.format_quantity(res["name"], total),
-                                  "borrowed": "0"})
+                entry = {"name": res["name"], "total": u.format_quantity(res["name"], total)}
+                if borrowed:  # ClusterQueues report borrowing; LocalQueues have no such field
+                    entry["borrowed"] = "0"
+                resources.append(entry)
             out.append({"name": flavor["name"], "resources": resources})
     return out
 

@@ -1,0 +1,48 @@
+"""Every Kueue and KubeRay object the controllers write (status included) matches its upstream CRD schema."""
+
+from __future__ import annotations
+
+import copy
+
+from tau_testing.sim import SimCluster
+from tau_testing.sim.controllers import add_node, install_default_controllers, kit, preempt, workloads_for
+from tau_testing.sim.schema import validate_custom
+from tau_testing.sim.scripts import PodScript, scripts_of
+
+
+def test_written_objects_match_the_crd_schemas() -> None:
+    cluster = SimCluster(clock="fake")
+    install_default_controllers(cluster)
+    add_node(cluster, "cpu-1", cpu="16", memory="64Gi")
+    add_node(cluster, "gpu-1", cpu="32", memory="128Gi", gpu=4, labels={"gpu-class": "a100"})
+    kit.queue_setup(cluster, flavors=[
+        kit.Flavor("a100", {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"}, node_labels={"gpu-class": "a100"}),
+    ], priority_classes={"high": 1000})
+    scripts_of(cluster).add({"job-name": "long"}, PodScript(run_seconds=600))
+    cluster.store.create(kit.job("long", cpu="2", priority_class="high"))
+    cluster.store.create(kit.job("short", cpu="1"))
+    cluster.store.create(kit.job("too-big", cpu="20"))
+    cluster.store.create(kit.rayjob("ray", workers=1, worker_gpu=1))
+    cluster.store.create(kit.rayservice("serve", workers=1))
+    cluster.store.create(kit.deployment("web", replicas=1, queue="lq"))
+    cluster.advance(5)
+    (wl,) = workloads_for(cluster, cluster.store.get("batch/v1", "Job", "team", "long"))
+    preempt(cluster, "team", wl["metadata"]["name"], requeue=False)
+    cluster.advance(5)
+
+    checked = 0
+    for obj in cluster.store.all_objects():
+        group = obj["apiVersion"].split("/")[0]
+        if group not in ("kueue.x-k8s.io", "ray.io"):
+            continue
+        rtype = cluster.store.types.by_kind(obj["apiVersion"], obj["kind"])
+        assert rtype is not None and rtype.schema is not None
+        unknown: list[str] = []
+        causes = validate_custom(rtype.schema, copy.deepcopy(obj), unknown)
+        where = f"{obj['kind']} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+        assert causes == [], (where, causes)
+        assert unknown == [], (where, unknown)
+        checked += 1
+    kinds = {o["kind"] for o in cluster.store.all_objects() if o["apiVersion"].startswith(("kueue", "ray"))}
+    assert {"Workload", "ClusterQueue", "LocalQueue", "RayJob", "RayCluster", "RayService"} <= kinds
+    assert checked >= 10
