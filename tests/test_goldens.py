@@ -93,6 +93,8 @@ def test_example_contracts(rendered: dict[tuple[str, str], str]) -> None:
     assert workers["spec"]["nodeSelector"] == {keys.GPU_CLASS: "h200-141gb"}
     assert workers["metadata"]["annotations"][keys.KUEUE_PODSET_REQUIRED_TOPOLOGY] == keys.HOSTNAME
     assert keys.KUEUE_PRIORITY_CLASS not in market["metadata"]["labels"]
+    assert "hf-token" not in rendered[("market-policy", "train")], "secret names must be redacted in client dry-run"
+    assert market["metadata"]["annotations"][keys.CHECKPOINT_ARTIFACT] == "/data/market-policy/policy.json"
     [cpu] = _objects(rendered[("cpu-multi-interest-ray", "train")])
     assert cpu["spec"]["runtimeEnvYAML"].startswith('working_dir: "file:///script/_tau_project.zip"')
     assert "python3 -m multi_interest.train" in cpu["spec"]["entrypoint"]
