@@ -85,15 +85,18 @@ class Target:
 class Response:
     """Collects what the app sent, for the request log."""
 
-    def __init__(self, send: Any) -> None:
+    def __init__(self, send: Any, on_start: Any = None) -> None:
         self._send = send
         self.status = 0
         self.started = False
+        self._on_start = on_start
 
     async def start(self, status: int, content_type: str = "application/json",
                     headers: list[tuple[str, str]] | None = None, length: int | None = None) -> None:
         self.status = status
         self.started = True
+        if self._on_start is not None:
+            self._on_start(status)
         raw = [(b"content-type", content_type.encode()), (b"cache-control", b"no-cache, private"),
                (b"audit-id", b"tau-sim")]
         if length is not None:
@@ -149,8 +152,14 @@ class ApiApp:
         if len(path) > 1 and path.endswith("/") and not path.startswith("/version"):
             path = path.rstrip("/")
         request = Request(scope["method"].upper(), path, query, headers, body)
-        response = Response(send)
         record = RequestRecord(request.method, "", request.path, None, None, 0, None, request.path)
+
+        def log(status: int) -> None:
+            # recorded when the response starts, so a client that has read a response always finds it logged
+            record.status = status
+            self.cluster.requests.record(record)
+
+        response = Response(send, log)
         try:
             await self.handle(request, response, record, receive)
         except ApiError as exc:
@@ -163,8 +172,8 @@ class ApiApp:
                 err = ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}")
                 await response.json(500, err.status_body())
         finally:
-            record.status = response.status
-            self.cluster.requests.record(record)
+            if not response.started:
+                log(0)
 
     # -- dispatch --------------------------------------------------------------------------------------------
 
