@@ -9,6 +9,9 @@ import pytest
 
 from tau_testing.runner import TauCli
 
+#: The TauGrid scenario fixtures (``taugrid_cluster``, ``taugrid_factory``).
+pytest_plugins = ["tau_testing.sim.scenarios.fixtures"]
+
 
 @pytest.fixture
 def tau_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str | None]:
