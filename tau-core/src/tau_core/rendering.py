@@ -410,7 +410,8 @@ def workload_labels(request: RenderRequest, *, workload_kind: str, default_queue
         labels[keys.STELLAR_GROUP] = label_value(group)
     workspace = request.ctx("workspace") or get(cfg, "policy.workspace")
     if workspace:
-        labels[keys.WORKSPACE] = label_value(str(workspace))
+        # a client dry-run placeholder stays visible as such instead of being sanitized away
+        labels[keys.WORKSPACE] = str(workspace) if is_placeholder(workspace) else label_value(str(workspace))
     profile = profile_name(request)
     if profile:
         labels[keys.PROFILE] = label_value(profile)

@@ -507,3 +507,11 @@ def test_profiler_nsys(tmp_path: Path) -> None:
     ann = job["metadata"]["annotations"]
     assert ann[keys.PROFILE_MODE] == "nsys" and ann[keys.PROFILE_PATH] == "/data/runs/p/profile"
     assert ann[keys.PROFILE_PVC] == "blob"
+
+
+def test_workspace_placeholder_stays_visible(tmp_path: Path) -> None:
+    [job] = render(tmp_path, BASE, validate=False, context={"workspace": "<unresolved-workspace>"})
+    assert job["metadata"]["labels"][keys.WORKSPACE] == "<unresolved-workspace>"
+    [job] = render(tmp_path, BASE, context={"workspace": "Team Space"})
+    assert job["metadata"]["labels"][keys.WORKSPACE] == "team-space"
+    assert json.loads(job["metadata"]["annotations"][keys.STELLAR_TAGS]) == {"workspace": "Team Space"}
