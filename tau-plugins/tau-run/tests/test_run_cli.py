@@ -172,3 +172,34 @@ def test_offline_paths_stay_light(project: Path, argv: list[str]) -> None:
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=project,
                          timeout=60)
     assert "HEAVY=\n" in out.stdout or out.stdout.rstrip().endswith("HEAVY="), out.stdout + out.stderr
+
+
+def test_local_flag_and_local_workspace_use_the_local_backend(tau_cli, tau_plugins, project: Path) -> None:  # type: ignore[no-untyped-def]
+    from tau_core.hookspecs import hookimpl
+    from tau_core.lifecycle import RunRef, SubmitResult
+
+    received = []
+
+    class Recorder:
+        name = "local"
+
+        def submit(self, request):  # type: ignore[no-untyped-def]
+            received.append(request)
+            return SubmitResult(RunRef(request.name + "-1", "local"), True, "started")
+
+    class Plugin:
+        @hookimpl
+        def tau_register_execution_backends(self, register):  # type: ignore[no-untyped-def]
+            register("local", lambda **_: Recorder(), priority=100)
+
+    tau_plugins.register(Plugin(), name="local-recorder")
+    r = tau_cli("run", "smoke", "--local")
+    assert r.exit_code == 0, r
+    assert "through the local backend" in r.stderr and received[0].context["local"] is True
+    (project / "tau" / "workspace.connection.yaml").write_text(
+        "schema: tau.workspace.connection.v1\nworkspace: local\naccess:\n  method: local\n"
+        "requirements:\n  minTauVersion: 0.5.0\n")
+    (project / "tau" / "bare.yaml").write_text("name: bare\nengine: job\nimage: bash:5.2\ncompute:\n  gpus: 0\n")
+    r = tau_cli("run", "bare")
+    assert r.exit_code == 0, r
+    assert received[1].name == "bare" and received[1].context["config_dir"].endswith("tau")

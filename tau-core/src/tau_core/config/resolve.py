@@ -101,6 +101,7 @@ class Resolution:
     values: dict[str, Resolved]
     warnings: list[str]
     offline: bool
+    local: bool = False
 
     @property
     def config_issues(self) -> list[ConfigIssue]:
@@ -130,19 +131,13 @@ def _ask(host: Host, kind: str, request: ResolveRequest) -> Any:
 
 
 def read_descriptor(path: Path) -> dict[str, Any]:
-    """The offline facts of a workspace connection descriptor (workspace, context, system namespace)."""
-    from tau_core.config.loader import load_yaml_file, require_mapping
+    """The offline facts of a workspace connection descriptor (checked in full, never activated)."""
+    from tau_core.workspace.descriptor import load_descriptor
 
-    doc = load_yaml_file(path)
-    data = require_mapping(doc, "workspace connection descriptor")
-    if data.get("schema") != "tau.workspace.connection.v1":
-        raise ConfigValidationError([doc.issue(("schema",), "schema", f"workspace connection schema "
-                                               f"{data.get('schema')!r} is unsupported; expected "
-                                               "'tau.workspace.connection.v1'")])
-    raw_cluster = data.get("cluster")
-    cluster: dict[str, Any] = raw_cluster if isinstance(raw_cluster, dict) else {}
-    return {"workspace": data.get("workspace"), "context": cluster.get("contextName"),
-            "system_namespace": cluster.get("systemNamespace"), "descriptor": str(path)}
+    descriptor = load_descriptor(path)
+    return {"workspace": descriptor.workspace, "context": descriptor.context_name,
+            "system_namespace": descriptor.system_namespace, "descriptor": str(path),
+            "access": descriptor.access_method, "local": descriptor.is_local}
 
 
 def code_sha(start: Path) -> str | None:
@@ -243,8 +238,6 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
         raise ConfigError("policy.workload_profile_snapshot requires --dry-run=client; snapshots cannot be used for "
                           "server dry-run or apply",
                           hint="remove the snapshot to resolve the live workload profile, or add --dry-run=client")
-    offline_only = bool(snapshot) or options.local
-
     # -- kube context and workspace connection -------------------------------------------------
     connection: Mapping[str, Any] | None = None
     descriptor = target.connection_path()
@@ -252,11 +245,17 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
         values["context"] = Resolved(options.context, SOURCE_FLAG)
     elif env.get("TAU_CONTEXT"):
         values["context"] = Resolved(env["TAU_CONTEXT"], SOURCE_ENV)
+    local = options.local
+    offline_facts = read_descriptor(descriptor) if descriptor is not None and not options.local else None
+    if offline_facts is not None and offline_facts.get("local") and "context" not in values:
+        local = True  # a local workspace (access.method: local): the run executes on this machine
+        connection = offline_facts
+    offline_only = bool(snapshot) or local
     if not offline_only:
         connection = _ask(h, "workspace-connection", ResolveRequest("workspace-connection", options, target,
                                                                      validated, values=values))
-    if connection is None and descriptor is not None:
-        connection = read_descriptor(descriptor)
+    if connection is None and offline_facts is not None:
+        connection = offline_facts
         if not offline_only and dry_run != "client":
             warnings.append(f"the workspace connection {descriptor} was read but not activated: no connected "
                             "resolver is installed")
@@ -294,7 +293,7 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
         values["namespace"] = Resolved(ws_ns, SOURCE_WORKSPACE)
     elif connection and connection.get("namespace"):
         values["namespace"] = Resolved(connection["namespace"], SOURCE_CONNECTION)
-    elif options.local:
+    elif local:
         values["namespace"] = Resolved("local", SOURCE_DEFAULT)
     if ws_ns and "namespace" in values and values["namespace"].value != ws_ns:
         raise ConfigError(f"namespace {values['namespace'].value!r} conflicts with TauWorkspace {workspace!r} "
@@ -312,7 +311,7 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
         base_dir = target.config_path.resolve().parent
         snap_path = Path(snapshot) if Path(snapshot).is_absolute() else base_dir / snapshot
         catalog = prof.load_snapshot(snap_path)
-    elif not options.local:
+    elif not local:
         answer = _ask(h, "workload-profile", ResolveRequest("workload-profile", options, target, validated,
                                                             connection, workspace, selection, values))
         if answer is not None:
@@ -338,7 +337,7 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
             sources[path] = SOURCE_PROFILE
         values["workload_profile"] = Resolved(profile["name"], SOURCE_PROFILE)
     elif policy["profile"]:
-        if dry_run == "client" or options.local:
+        if dry_run == "client" or local:
             warnings.append(f"workload profile {policy['profile']!r} is not resolved offline; its queue, placement "
                             "and cardinality are applied at submit (set policy.workload_profile_snapshot to render "
                             "them offline)")
@@ -348,8 +347,8 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
                               hint="connect the repository's workspace, or use --dry-run=client with "
                               "policy.workload_profile_snapshot")
     if validated.engine == "job" and resolved_cfg["compute"]["gpus"] is None and not resolved_cfg["policy"]["shape"]:
-        if dry_run == "client" or options.local:
-            if not options.local:
+        if dry_run == "client" or local:
+            if not local:
                 warnings.append("no GPU count is resolved (compute.gpus or a workload profile); rendering a CPU Job")
         else:
             raise ConfigError("the Job has no resolved GPU cardinality",
@@ -362,7 +361,7 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
         values["queue"] = Resolved(profile["defaultLocalQueue"], SOURCE_PROFILE)
     elif defaults.get("queue"):
         values["queue"] = Resolved(defaults["queue"], SOURCE_WORKSPACE)
-    elif options.local:
+    elif local:
         values["queue"] = Resolved("local", SOURCE_DEFAULT)
     ws_queue = defaults.get("queue")
     if ws_queue and "queue" in values and values["queue"].source == SOURCE_CONFIG and values["queue"].value != ws_queue:
@@ -392,9 +391,9 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
     # -- unresolved cluster values --------------------------------------------------------------
     unresolved = [k for k in ("namespace", "queue") if k not in values]
     connected_repo = connection is not None or workspace is not None
-    if connected_repo and "service_account" not in values and not options.local and dry_run == "client":
+    if connected_repo and "service_account" not in values and not local and dry_run == "client":
         unresolved.append("service_account")
-    if connected_repo and workspace is None and not options.local:
+    if connected_repo and workspace is None and not local:
         unresolved.append("workspace")
     placeholders = {"namespace": rendering.PLACEHOLDER_NAMESPACE, "queue": rendering.PLACEHOLDER_QUEUE,
                     "workspace": rendering.PLACEHOLDER_WORKSPACE,
@@ -403,9 +402,11 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
         if dry_run == "client":
             for key in unresolved:
                 values[key] = Resolved(placeholders[key], SOURCE_UNRESOLVED)
-            warnings.append("client dry-run does not contact the cluster: " + " and ".join(
-                k.replace("_", " ") for k in unresolved) + " shown as placeholders and resolved at submit; use "
-                "--dry-run=server to see the real values")
+            names = [k.replace("_", " ") for k in unresolved]
+            listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            shown = "shown as a placeholder" if len(names) == 1 else "shown as placeholders"
+            warnings.append(f"client dry-run does not contact the cluster: {listed} {shown} and resolved at "
+                            "submit; use --dry-run=server to see the real values")
         elif "namespace" in unresolved:
             raise ConfigError("no namespace resolved for this workload: connect a workspace (see `tau workspace "
                               "list`) or pass --namespace", hint="or set policy.namespace in the config")
@@ -431,7 +432,8 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
     context["redact_secrets"] = dry_run == "client"
     context["code_sha"] = code_sha(options.cwd or Path.cwd())
     context["tau_command"] = redact_argv(options.argv) if options.argv else None
-    context["local"] = options.local
+    context["local"] = local
+    context["config_dir"] = str(target.config_path.resolve().parent)
     submission_id = options.submission_id or ("" if dry_run else secrets.token_hex(12))
     request = rendering.RenderRequest(
         name=str(resolved_cfg["name"]),
@@ -443,7 +445,8 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
         config_dir=target.config_path.resolve().parent,
         env={k: v for k, v in env.items() if k.startswith(PASSED_ENV_PREFIXES)},
     )
-    return Resolution(target, validated, request, values, warnings, offline=offline_only or dry_run == "client")
+    return Resolution(target, validated, request, values, warnings, offline=offline_only or dry_run == "client",
+                      local=local)
 
 
 def _stamps(profile: Mapping[str, Any], catalog: Any) -> dict[str, str]:

@@ -29,9 +29,9 @@ def compiled_validator() -> Callable[[Any], Any]:
     """The fastjsonschema validator for the catalog's schema, compiled once per process."""
     global _VALIDATOR
     if _VALIDATOR is None:
-        from tau_core.config.codegen import schema_sha256
-
         import importlib
+
+        from tau_core.config.codegen import schema_sha256
 
         try:
             pre: Any = importlib.import_module("tau_core.config._schema_compiled")

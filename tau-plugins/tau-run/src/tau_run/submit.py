@@ -39,7 +39,7 @@ def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOp
     from tau_core.lifecycle import SubmitRequest, get_backend
 
     req = resolution.request
-    backend_name = "local" if options.local else "kubernetes"
+    backend_name = "local" if resolution.local else "kubernetes"
     backend = get_backend(backend_name)
     context = dict(req.context)
     submit_request = SubmitRequest(
