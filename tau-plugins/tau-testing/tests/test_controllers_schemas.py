@@ -46,3 +46,31 @@ def test_written_objects_match_the_crd_schemas() -> None:
     kinds = {o["kind"] for o in cluster.store.all_objects() if o["apiVersion"].startswith(("kueue", "ray"))}
     assert {"Workload", "ClusterQueue", "LocalQueue", "RayJob", "RayCluster", "RayService"} <= kinds
     assert checked >= 10
+
+
+def test_written_core_objects_match_the_kubernetes_schemas() -> None:
+    import kubernetes_validate
+
+    cluster = SimCluster(clock="fake")
+    install_default_controllers(cluster)
+    add_node(cluster, "cpu-1", cpu="16", memory="64Gi")
+    kit.queue_setup(cluster, flavors=[kit.Flavor("default-flavor", {"cpu": "8", "memory": "32Gi"})])
+    scripts_of(cluster).add({"job-name": "evicted"}, PodScript(run_seconds=60, evict_after=2))
+    scripts_of(cluster).add({"job-name": "bad"}, PodScript(pull_error="ErrImagePull", pull_seconds=1))
+    scripts_of(cluster).add({"app": "web"}, PodScript(run_seconds=3, exit_code=1))
+    cluster.store.create(kit.job("ok", cpu="1", parallelism=2, completions=2, indexed=True))
+    cluster.store.create(kit.job("evicted", cpu="1", backoff_limit=0))
+    cluster.store.create(kit.job("bad", cpu="1"))
+    cluster.store.create(kit.job("unschedulable", queue=None, node_selector={"pool": "none"}))
+    cluster.store.create(kit.deployment("web", replicas=1))
+    cluster.store.create(kit.rayjob("ray", workers=1))
+    cluster.advance(20)
+
+    checked = 0
+    for obj in cluster.store.all_objects():
+        if obj["kind"] not in ("Pod", "Job", "Event", "Service", "Deployment", "Node"):
+            continue
+        clean = copy.deepcopy(obj)
+        kubernetes_validate.validate(clean, "1.30.0", strict=True)
+        checked += 1
+    assert checked > 20
