@@ -16,7 +16,6 @@ from pathlib import Path
 from taugrid_portal.store import ExperimentStore
 from taugrid_portal.store.writes import import_jsonl
 
-
 WRITER_SCRIPT = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path

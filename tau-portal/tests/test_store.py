@@ -140,7 +140,7 @@ def test_store_resolution_order(tmp_path):
 
 
 def test_ids_and_artifact_paths_cannot_escape(store, store_dir, tmp_path):
-    with pytest.raises(UsageError, match="run '../x' is invalid"):
+    with pytest.raises(UsageError, match=r"run '\.\./x' is invalid"):
         record_run(store, "../x")
     outside = tmp_path / "secret.txt"
     outside.write_text("secret")
@@ -164,12 +164,12 @@ def test_open_errors_are_clear(tmp_path):
         ExperimentStore.open(tmp_path / "nope")
     assert "experiment init" in (err.value.hint or "")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(NotFoundError, match="has no manifest.json"):
+    with pytest.raises(NotFoundError, match=r"has no manifest\.json"):
         ExperimentStore.open(tmp_path / "empty")
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "manifest.json").write_text("{not json")
-    with pytest.raises(Exception, match="manifest.json: cannot read"):
+    with pytest.raises(Exception, match=r"manifest\.json: cannot read"):
         ExperimentStore.open(bad)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -70,7 +69,7 @@ def emit_rows(
     empty: str = "(none)",
 ) -> None:
     """``table``/``csv`` use ``columns``; ``json`` prints ``document`` (or the rows); ``jsonl`` one row a line."""
-    out = sys.stdout
+    out = _Echo()
     if output == "json":
         out.write(to_json(rows if document is None else document) + "\n")
     elif output == "jsonl":
@@ -88,6 +87,13 @@ def emit_rows(
             out.write(empty + "\n")
             return
         out.write(render_table([[_cell(r.get(c)) for c in columns] for r in rows], columns) + "\n")
+
+
+class _Echo:
+    """Writes through click.echo so output is flushed to whatever stdout is current."""
+
+    def write(self, text: str) -> None:
+        click.echo(text, nl=False)
 
 
 def field_table(pairs: Sequence[tuple[str, Any]]) -> str:

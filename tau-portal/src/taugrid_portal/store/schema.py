@@ -201,9 +201,9 @@ def _v0_to_v1(conn: sqlite3.Connection) -> None:
         "SELECT name FROM sqlite_master WHERE type='index' AND name LIKE 'idx_%hypothesis%'"
     ).fetchall():
         conn.execute(f"DROP INDEX IF EXISTS {index_name}")
+    conn.execute("DROP TABLE IF EXISTS hypotheses")
     for table in sorted(tables(conn)):
         _drop_column(conn, table, "hypothesis_id")
-    conn.execute("DROP TABLE IF EXISTS hypotheses")
 
 
 def _v1_to_v2(conn: sqlite3.Connection) -> None:
@@ -234,9 +234,9 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
             "FROM runs r JOIN run_groups g ON g.run_group_id = r.run_group_id "
             "WHERE g.question_id IS NOT NULL AND g.question_id != ''"
         )
+    conn.execute("DROP TABLE IF EXISTS questions")
     for table in sorted(tables(conn)):
         _drop_column(conn, table, "question_id")
-    conn.execute("DROP TABLE IF EXISTS questions")
     if "stellar_workspaces" in tables(conn):
         conn.execute("ALTER TABLE stellar_workspaces RENAME TO stellar_workspaces_v1")
         conn.execute(

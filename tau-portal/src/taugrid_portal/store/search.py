@@ -136,8 +136,11 @@ def search_runs(
     runs = []
     for rec in records:
         d = rec.to_dict()
-        d["metrics"] = [{k: v for k, v in s.items() if k not in ("run_id", "project", "run_group_id")}
-                        for s in summaries[rec.run_id]]
+        d["metrics"] = [
+            {"name": s["metric_name"], **{k: v for k, v in s.items()
+                                          if k not in ("run_id", "project", "run_group_id", "metric_name")}}
+            for s in summaries[rec.run_id]
+        ]
         runs.append(d)
     return {
         "schema_version": RUN_SEARCH_SCHEMA, "generated_at": now_text(), "store_path": str(store.root),

@@ -1,0 +1,98 @@
+"""Schema versioning: older stores migrate forward, newer stores are refused with a hint."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from tau_core.errors import ConfigError
+from taugrid_portal.store import ExperimentStore
+from taugrid_portal.store.writes import record_run
+
+
+def _manifest(root, version):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "manifest.json").write_text(json.dumps({
+        "schema_version": version, "kind": "tau.exp.store", "project": "legacy",
+        "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z",
+    }))
+
+
+def test_v0_store_with_hypotheses_and_questions_migrates_to_v5(tmp_path):
+    root = tmp_path / "old"
+    _manifest(root, "")
+    conn = sqlite3.connect(root / "index.sqlite")
+    conn.executescript("""
+        CREATE TABLE hypotheses (hypothesis_id TEXT PRIMARY KEY, text TEXT);
+        CREATE TABLE questions (question_id TEXT PRIMARY KEY, project TEXT NOT NULL, text TEXT NOT NULL,
+                                created_at TEXT NOT NULL);
+        CREATE TABLE run_groups (run_group_id TEXT PRIMARY KEY, project TEXT NOT NULL, name TEXT NOT NULL,
+                                 question_id TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+        CREATE TABLE runs (run_id TEXT PRIMARY KEY, project TEXT NOT NULL, run_group_id TEXT NOT NULL,
+                           hypothesis_id TEXT, question_id TEXT, state TEXT NOT NULL, created_at TEXT NOT NULL,
+                           index_version TEXT NOT NULL);
+        CREATE INDEX idx_runs_hypothesis ON runs(hypothesis_id);
+        CREATE TABLE stellar_workspaces (target TEXT, project TEXT, name TEXT);
+        INSERT INTO questions VALUES ('does-lr-matter', 'legacy', 'Does the LR matter?', '2025-01-01T00:00:00Z');
+        INSERT INTO run_groups VALUES ('arm-a', 'legacy', 'arm-a', 'does-lr-matter', '2025-01-01T00:00:00Z',
+                                       '2025-01-01T00:00:00Z');
+        INSERT INTO run_groups VALUES ('arm-b', 'legacy', 'arm-b', NULL, '2025-01-01T00:00:00Z',
+                                       '2025-01-01T00:00:00Z');
+        INSERT INTO runs VALUES ('r1', 'legacy', 'arm-a', 'h1', NULL, 'succeeded', '2025-01-02T00:00:00Z', 'v0');
+        INSERT INTO runs VALUES ('r2', 'legacy', 'arm-b', NULL, NULL, 'failed', '2025-01-03T00:00:00Z', 'v0');
+    """)
+    conn.commit()
+    conn.close()
+
+    store = ExperimentStore.open(root)
+    assert any("expstore.v0 -> expstore.v1" in w and "expstore.v4 -> expstore.v5" in w for w in store.warnings)
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["schema_version"] == "expstore.v5" and manifest["project"] == "legacy"
+    tables = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"hypotheses", "questions", "run_experiments", "stellar_workspaces"}.isdisjoint(tables)
+    assert {"stellar_dashboards", "metric_summaries", "artifacts"} <= tables
+    cols = {r["name"] for r in store.query("PRAGMA table_info(runs)")}
+    assert "hypothesis_id" not in cols and "question_id" not in cols and "experiment_id" in cols
+    runs = {r.run_id: r for r in store.runs()}
+    assert runs["r1"].experiment_id == "does-lr-matter" and runs["r2"].experiment_id == ""
+    [exp] = [e for e in store.experiments() if e["source"] == "question"]
+    assert (exp["experiment_id"], exp["name"]) == ("does-lr-matter", "Does the LR matter?")
+    assert store.resolve_target("does-lr-matter").run_ids == ["r1"]
+    # the migrated store is fully writable, and opening it again is a no-op
+    record_run(store, "r3", project="legacy", group="arm-b", metrics={"loss": 0.5})
+    store.close()
+    again = ExperimentStore.open(root)
+    assert again.warnings == [] and len(again.runs()) == 3
+
+
+def test_v3_store_gets_dashboards_table(tmp_path):
+    root = tmp_path / "v3"
+    _manifest(root, "expstore.v3")
+    conn = sqlite3.connect(root / "index.sqlite")
+    conn.executescript("CREATE TABLE stellar_workspaces (target TEXT, project TEXT, name TEXT);")
+    conn.close()
+    store = ExperimentStore.open(root)
+    tables = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "stellar_dashboards" in tables and "stellar_workspaces" not in tables
+    assert store.warnings == ["migrated experiment store schema: expstore.v3 -> expstore.v4, expstore.v4 -> "
+                              "expstore.v5"]
+
+
+def test_newer_store_is_refused_with_upgrade_hint(tmp_path):
+    root = tmp_path / "future"
+    _manifest(root, "expstore.v9")
+    sqlite3.connect(root / "index.sqlite").close()
+    with pytest.raises(ConfigError, match=r"'expstore\.v9' is not one this taugrid-portal understands") as err:
+        ExperimentStore.open(root)
+    assert "pip install -U taugrid-portal" in (err.value.hint or "")
+    assert json.loads((root / "manifest.json").read_text())["schema_version"] == "expstore.v9"
+
+
+def test_wrong_kind_is_refused(tmp_path):
+    root = tmp_path / "other"
+    root.mkdir()
+    (root / "manifest.json").write_text(json.dumps({"schema_version": "expstore.v5", "kind": "something.else"}))
+    with pytest.raises(ConfigError, match="unsupported experiment store kind"):
+        ExperimentStore.open(root)
