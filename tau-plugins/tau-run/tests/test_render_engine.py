@@ -222,3 +222,31 @@ def test_random_job_intents_render_valid_objects(
     assert (len(objects) == 2) == multi
     if intent["gpus"] > 0:
         assert any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
+
+
+def test_schema_helper_catches_unknown_fields_and_bad_types(tmp_path: Path) -> None:
+    from tau_core.k8s_schema import SchemaViolation, object_errors
+
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {"suspend": "yes", "template": {"spec": {"containers": [{"name": "c", "image": "i", "bogus": 1}]}}},
+    }
+    problems = object_errors(job)
+    assert any("suspend" in p for p in problems) and any("bogus" in p for p in problems)
+    rayjob = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "r", "labels": {"a": 1}},
+        "spec": {"entrypointt": "x"},
+    }
+    problems = object_errors(rayjob)
+    assert any("entrypointt" in p for p in problems) and any("metadata.labels.a" in p for p in problems)
+    assert object_errors({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})[0].endswith(
+        "(core 1.30 or CRDs in " + str(__import__("tau_core.k8s_schema").k8s_schema.crds_dir()) + ")"
+    )
+    with pytest.raises(SchemaViolation, match="bogus"):
+        validate_objects([job])
+    with pytest.raises(FileNotFoundError, match="TAU_CRDS_DIR"):
+        object_errors(rayjob, crds=tmp_path / "missing")
