@@ -328,3 +328,28 @@ def test_generic_eviction_api(cluster: SimCluster) -> None:
     assert kit.condition(wl, "Requeued")["reason"] == "Deactivated"
     with pytest.raises(LookupError):
         evict(cluster, "team", "no-such-workload")
+
+
+def test_taugrid_baseline_queue_keeps_cpu_work_off_gpu_quota(cluster: SimCluster) -> None:
+    """One resource group; the CPU flavor has zero GPU quota, the GPU flavor an admission taint."""
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    kit.queue_setup(cluster, flavors=[
+        kit.Flavor("taugrid-default-cpu", {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "0"},
+                   node_labels={"agentpool": "cpu"}),
+        kit.Flavor("taugrid-default-gpu", {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "4"},
+                   node_labels={"gpu-class": "a100"}, node_taints=[gpu_taint]),
+    ])
+    cluster.store.create(kit.job("cpu-big", cpu="3"))
+    gpu_job = kit.job("gpu", cpu="4", memory="8Gi", gpu=1)
+    gpu_job["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    cluster.store.create(gpu_job)
+    cluster.settle()
+    assert kit.condition(_wl(cluster, "cpu-big"), "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor taugrid-default-cpu, "
+        "request > maximum capacity (3 > 2), untolerated taint {nvidia.com/gpu present NoSchedule <nil>} in flavor "
+        "taugrid-default-gpu")
+    wl = _wl(cluster, "gpu")
+    assert set(wl["status"]["admission"]["podSetAssignments"][0]["flavors"].values()) == {"taugrid-default-gpu"}
+    (pod,) = cluster.store.list("v1", "Pod", "team", label_selector="job-name=gpu")
+    assert pod["spec"]["nodeSelector"] == {"gpu-class": "a100"} and pod["spec"]["nodeName"] == "gpu-1"

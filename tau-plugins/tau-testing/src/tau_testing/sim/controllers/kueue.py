@@ -35,6 +35,7 @@ from typing import Any, cast
 from tau_testing.sim.controllers import _util as u
 from tau_testing.sim.controllers import events
 from tau_testing.sim.controllers.pods import kill_pod
+from tau_testing.sim.controllers.scheduler import tolerates
 
 API = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -817,6 +818,12 @@ def _flavor_usage(cq: dict[str, Any], workloads: list[dict[str, Any]], *,
 
 def _flavor_mismatch(flavor_name: str, flavor: dict[str, Any], pod_spec: dict[str, Any]) -> str | None:
     spec = flavor.get("spec") or {}
+    tolerations = list(pod_spec.get("tolerations") or []) + list(spec.get("tolerations") or [])
+    for taint in spec.get("nodeTaints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+            # Go's %v of a corev1.Taint value
+            return (f"untolerated taint {{{taint.get('key')} {taint.get('value') or ''} {taint.get('effect')} "
+                    f"<nil>}} in flavor {flavor_name}")
     node_labels = spec.get("nodeLabels") or {}
     selector = pod_spec.get("nodeSelector") or {}
     for k, v in node_labels.items():
@@ -839,13 +846,6 @@ def _flavor_mismatch(flavor_name: str, flavor: dict[str, Any], pod_spec: dict[st
 
         if not any(term_ok(t) for t in terms):
             return f"flavor {flavor_name} doesn't match node affinity"
-    from tau_testing.sim.controllers.scheduler import tolerates
-
-    for taint in spec.get("nodeTaints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod_spec.get("tolerations") or [],
-                                                                                 taint):
-            return (f"untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}} in flavor "
-                    f"{flavor_name}")
     return None
 
 
