@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -144,10 +145,10 @@ class LocalBackend:
                 [sys.executable, "-m", "tau_core.local.supervisor", str(run.path)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(run.path),
                 env=dict(env), start_new_session=True, close_fds=True)
-        code = proc.wait()  # the supervisor forks and its parent exits at once
-        if code != 0:
-            raise TauError(f"the local supervisor for {run.run_id} failed to start (exit code {code})",
-                           hint=f"see {run.supervisor_log}")
+        # The supervisor forks and its parent exits at once; reap it in the background so the CLI
+        # returns without waiting for the supervisor's interpreter to start.  A supervisor that never
+        # records "Started" is reported by status after LOST_AFTER seconds (see supervisor.log).
+        threading.Thread(target=proc.wait, name="tau-local-reaper", daemon=True).start()
 
     # -- status ----------------------------------------------------------------------------
     def status(self, ref: RunRef) -> RunStatus:
