@@ -58,3 +58,44 @@ def test_json_report_lists_every_error(tau_cli, monkeypatch) -> None:  # type: i
     assert doc["valid"] is False
     assert doc["errors"][0]["path"] == "runtime.env_secret.A"
     assert {"file", "line", "column", "path", "message", "hint"} <= set(doc["errors"][0])
+
+
+@pytest.mark.parametrize("setup, expected", [
+    (lambda p: p.write_bytes(b"name: big\n" + b"# padding\n" * 120_000), "config files are limited to"),
+    (lambda p: p.mkdir(), "is not a regular file"),
+    (lambda p: None, "does not exist"),
+    (lambda p: p.write_text(""), "a run needs a name"),
+    (lambda p: p.write_bytes(b"\xef\xbb\xbfname: [\n"), "invalid YAML"),
+    (lambda p: p.write_text("name: x\nengine: job\nruntime:\n  env:\n    A: \"\\ud800\"\n"), "invalid Unicode escape"),
+], ids=["huge", "directory", "missing", "empty", "bom-broken", "lone-surrogate"])
+def test_hostile_files_are_clean_errors(tau_cli, tmp_path: Path, monkeypatch, setup, expected: str) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "cfg.yaml"
+    setup(target)
+    r = tau_cli("run", "validate", "-c", "cfg.yaml")
+    assert r.exit_code == 1, r
+    assert expected in r.stderr, r
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+
+
+def test_cli_never_shows_a_traceback_for_random_documents(tau_cli, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A CLI-level property check: hypothesis drives `tau run validate` itself."""
+    import json
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    monkeypatch.chdir(tmp_path)
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.text(max_size=12))
+    doc = st.dictionaries(st.sampled_from(["name", "engine", "compute", "policy", "storage", "runtime", "x"]),
+                          st.one_of(leaf, st.dictionaries(st.text(max_size=10), leaf, max_size=3)), max_size=5)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(doc)
+    def check(data: dict) -> None:  # type: ignore[type-arg]
+        (tmp_path / "cfg.yaml").write_text(json.dumps(data))
+        r = tau_cli("run", "validate", "-c", "cfg.yaml")
+        assert r.exit_code in (0, 1), r
+        assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r
+
+    check()

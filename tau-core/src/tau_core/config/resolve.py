@@ -13,7 +13,8 @@ Resolver contracts (each receives a :class:`ResolveRequest`, returns ``None`` to
 
 * ``project`` -> a :class:`tau_core.config.targets.Target` (replaces target discovery);
 * ``workspace-connection`` -> a mapping with any of ``workspace``, ``context``, ``namespace``,
-  ``system_namespace``, ``descriptor``; it may activate credentials;
+  ``system_namespace``, ``descriptor``, ``kubeconfig`` (path of an isolated kubeconfig); it may
+  activate credentials;
 * ``workspace-defaults`` -> a mapping with any of ``namespace``, ``queue``, ``priority_tier``,
   ``service_account``, ``workload_identity``, ``output_root``, ``workspace_uid``, ``result_pvc``;
 * ``workload-profile`` -> a :class:`tau_core.config.profiles.ProfileCatalog` (a ready revision;
@@ -261,6 +262,7 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
                             "resolver is installed")
     if connection and connection.get("context") and "context" not in values:
         values["context"] = Resolved(connection["context"], SOURCE_CONNECTION)
+    kubeconfig = connection.get("kubeconfig") if connection else None
 
     # -- workspace ----------------------------------------------------------------------------
     if options.workspace:
@@ -434,6 +436,8 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
     context["tau_command"] = redact_argv(options.argv) if options.argv else None
     context["local"] = local
     context["config_dir"] = str(target.config_path.resolve().parent)
+    if kubeconfig:
+        context["kubeconfig"] = str(kubeconfig)
     submission_id = options.submission_id or ("" if dry_run else secrets.token_hex(12))
     request = rendering.RenderRequest(
         name=str(resolved_cfg["name"]),

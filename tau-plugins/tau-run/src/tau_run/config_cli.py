@@ -14,7 +14,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 @click.command(context_settings=CONTEXT)
 @click.argument("name", required=False)
-@click.option("-c", "--config", "config", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-c", "--config", "config", type=click.Path(path_type=Path),
               help="Config file to validate (default: tau.yaml, tau.yml or .tau.yaml).")
 @click.option("--project", help="Project in tau.projects.yaml (monorepos).")
 @output_option("table", "json")

@@ -40,7 +40,12 @@ def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOp
 
     req = resolution.request
     backend_name = "local" if resolution.local else "kubernetes"
-    backend = get_backend(backend_name)
+    options_for_backend: dict[str, Any] = {}
+    if backend_name == "kubernetes":
+        kube_context = resolution.values.get("context")
+        options_for_backend = {"context": kube_context.value if kube_context else None,
+                               "kubeconfig": req.context.get("kubeconfig"), "progress": info}
+    backend = get_backend(backend_name, **options_for_backend)
     context = dict(req.context)
     submit_request = SubmitRequest(
         name=req.name,
