@@ -428,3 +428,35 @@ def _wait_for_line(backend: LocalBackend, ref: RunRef, prefix: str, timeout: flo
             return True
         time.sleep(0.05)
     return False
+
+
+def test_cancel_during_backoff_stops_the_retry_loop(backend: LocalBackend, submit: Submit) -> None:
+    ref = submit("bytearray(3 * 1024 ** 3)", compute={"gpus": 0, "memory_limit": "64Mi"},
+                 resilience={"max_retries": 3, "retry_on": ["OOMKilled"], "backoff_initial": "5m"})
+    deadline = time.monotonic() + 30
+    while backend.status(ref).extra["state"] != "BackingOff":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    backing = backend.status(ref)
+    assert not backing.terminal and backing.phases[2].state == "warning" and "retrying in 300s" in backing.message
+    backend.cancel(ref, timeout=30)
+    st = backend.wait(ref, timeout=30)
+    assert st.extra["state"] == "Cancelled" and len(st.extra["attempts"]) == 1
+
+
+def test_follow_prints_the_log_then_where_the_evidence_is(backend: LocalBackend, submit: Submit) -> None:
+    import io
+
+    from tau_core.local.follow import follow_run
+
+    ref = submit("print('one')\nprint('two')\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert follow_run(ref.name, out=out, err=err) == 0
+    assert [x for x in out.getvalue().splitlines() if not x.startswith("[tau]")] == ["one", "two"]
+    summary = err.getvalue()
+    assert f"Run {ref.name} succeeded" in summary and "Output:  " in summary
+    assert "no metrics.history" in summary
+    bad = submit("import sys; sys.exit(4)")
+    out, err = io.StringIO(), io.StringIO()
+    assert follow_run(bad.name, out=out, err=err) == 1
+    assert "failed: exit code 4" in err.getvalue()
