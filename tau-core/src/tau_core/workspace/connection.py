@@ -31,8 +31,8 @@ from tau_core.workspace.descriptor import ConnectionDescriptor
 
 STATE_SCHEMA = "tau.workspace.connection-state.v1"
 READINESS_TTL_SECONDS = 300.0
-WORKSPACE_API = "apis/tau.azure.com/v1alpha1"
-LOCALQUEUE_API = "apis/kueue.x-k8s.io/v1beta2"
+WORKSPACE_API = "/apis/tau.azure.com/v1alpha1"
+LOCALQUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 
 #: (verb, group, resource, subresource) a researcher needs in the workspace namespace.
 RESEARCHER_ACCESS: tuple[tuple[str, str, str, str], ...] = (
@@ -312,7 +312,7 @@ async def verify_workspace(session: Any, workspace: str, system_namespace: str) 
     await session.get(f"{LOCALQUEUE_API}/namespaces/{namespace}/localqueues/{queue}")
     denied = []
     for verb, group, resource, sub in RESEARCHER_ACCESS:
-        review = await session.request("POST", "apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body={
+        review = await session.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body={
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
             "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb, "group": group,
