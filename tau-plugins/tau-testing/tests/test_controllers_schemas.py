@@ -74,3 +74,24 @@ def test_written_core_objects_match_the_kubernetes_schemas() -> None:
         kubernetes_validate.validate(clean, "1.30.0", strict=True)
         checked += 1
     assert checked > 20
+
+
+def test_runs_are_deterministic() -> None:
+    def run() -> list[dict]:
+        cluster = SimCluster(clock="fake")
+        install_default_controllers(cluster)
+        add_node(cluster, "cpu-1", cpu="8", memory="32Gi")
+        kit.queue_setup(cluster, flavors=[kit.Flavor("default-flavor", {"cpu": "4", "memory": "16Gi"})])
+        scripts_of(cluster).add({"job-name": "b"}, PodScript(pull_seconds=2, run_seconds=3, exit_code=1))
+        for name in ("a", "b", "c"):
+            cluster.store.create(kit.job(name, cpu="2", backoff_limit=1))
+        cluster.store.create(kit.rayjob("r", workers=1))
+        cluster.store.create(kit.deployment("web", replicas=2))
+        cluster.advance(30)
+        objects = sorted(cluster.store.all_objects(), key=lambda o: (o["kind"], o["metadata"].get("namespace", ""),
+                                                                     o["metadata"]["name"]))
+        logs = [cluster.logs.read(p["metadata"]["namespace"], p["metadata"]["name"], c["name"], timestamps=True)
+                for p in objects if p["kind"] == "Pod" for c in p["spec"]["containers"]]
+        return [*objects, {"logs": logs}]
+
+    assert run() == run()
