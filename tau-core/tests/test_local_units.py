@@ -161,3 +161,38 @@ def test_tail_offsets(tmp_path: Path) -> None:
     assert _format_line(b"no stamp here", False) == "no stamp here"
     with open(log, "rb") as fh:
         assert _tail_offset(fh, 5000) == 0
+
+
+def test_damaged_registry_entries_give_one_line_errors(tmp_path: Path) -> None:
+    from tau_core.lifecycle import LogOptions, RunRef
+    from tau_core.local.backend import LocalBackend
+
+    env = {"TAU_DATA_DIR": str(tmp_path)}
+    runs = tmp_path / "runs"
+    (runs / "broken-1").mkdir(parents=True)
+    (runs / "broken-1" / "run.json").write_text('{"state": "Runn')  # half-written by something else
+    (runs / "nolog-1").mkdir()
+    write_json_atomic(runs / "nolog-1" / "run.json", {"run_id": "nolog-1", "state": "Succeeded",
+                                                       "created_at": "2026-01-01T00:00:00.000000Z"})
+    backend = LocalBackend(env=env)
+    with pytest.raises(NotFoundError, match="unreadable"):
+        backend.status(RunRef("broken-1", "local"))
+    assert [s.ref.name for s in backend.list()] == ["nolog-1"]
+    with pytest.raises(NotFoundError, match="log"):
+        list(backend.logs(RunRef("nolog-1", "local"), LogOptions()))
+    assert (runs / "broken-1" / "run.json").read_text() == '{"state": "Runn'  # left as it was
+
+
+def test_a_supervisor_that_never_started_is_reported(tmp_path: Path) -> None:
+    from tau_core.lifecycle import RunRef
+    from tau_core.local.backend import LocalBackend
+
+    env = {"TAU_DATA_DIR": str(tmp_path)}
+    run = tmp_path / "runs" / "stuck-1"
+    run.mkdir(parents=True)
+    write_json_atomic(run / "run.json", {"run_id": "stuck-1", "state": "Submitted", "history": [],
+                                         "created_at": "2020-01-01T00:00:00.000000Z",
+                                         "updated_at": "2020-01-01T00:00:00.000000Z"})
+    st = LocalBackend(env=env).status(RunRef("stuck-1", "local"))
+    assert st.terminal and st.failure is FailureReason.UNKNOWN and "never started" in st.message
+    assert st.phases[1].state == "warning"

@@ -103,7 +103,9 @@ class LocalBackend:
                       "(machine restart or killed supervisor)" if sup.get("pid")
                       else "the local supervisor never started")
             r["state"] = "Failed"
-            r["reason"] = FailureReason.EVICTED.value
+            # a supervisor that ran and vanished is the local form of a lost node; one that never
+            # started is a setup failure
+            r["reason"] = (FailureReason.EVICTED if sup.get("pid") else FailureReason.UNKNOWN).value
             r["message"] = detail
             r["finished_at"] = now_iso()
             r.setdefault("transitions", []).append({"state": "Failed", "at": r["finished_at"], "detail": detail})
@@ -201,7 +203,12 @@ class LocalBackend:
     def _log_lines(self, run: RunDir, options: LogOptions) -> Iterator[str]:
         path = run.log_file
         tail = options.tail
-        with open(path, "rb") as fh:
+        try:
+            fh = open(path, "rb")
+        except OSError as exc:
+            raise NotFoundError(f"the log of local run '{run.run_id}' is unreadable ({path}: {exc.strerror})",
+                                hint=f"the run directory {run.path} was changed outside tau") from None
+        with fh:
             if tail is None or tail < 0:
                 start = 0
             elif tail == 0:
