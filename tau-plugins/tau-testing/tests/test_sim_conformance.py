@@ -801,3 +801,43 @@ def test_store_subscribers_see_committed_changes(cluster):
     unsubscribe()
     cluster.store.create(configmap("t"))
     assert seen == [("ADDED", "s"), ("MODIFIED", "s"), ("DELETED", "s")]
+
+
+def test_watch_with_selector_sees_objects_enter_and_leave(cluster):
+    cluster.store.create(configmap("m"))
+    start = cluster.store.resource_version
+    cluster.store.patch("v1", "ConfigMap", "default", "m", {"metadata": {"labels": {"sel": "yes"}}})
+    cluster.store.patch("v1", "ConfigMap", "default", "m", {"data": {"k": "2"}})
+    cluster.store.patch("v1", "ConfigMap", "default", "m", {"metadata": {"labels": {"sel": "no"}}})
+
+    async def go():
+        from kubernetes_asyncio import client, watch
+
+        async with api_client(cluster) as api:
+            v1 = client.CoreV1Api(api)
+            events = []
+            async with watch.Watch() as w:
+                async for event in w.stream(v1.list_namespaced_config_map, "default", resource_version=start,
+                                            label_selector="sel=yes", timeout_seconds=1):
+                    events.append(event["type"])
+            assert events == ["ADDED", "MODIFIED", "DELETED"]
+
+    run(go())
+
+
+def test_event_field_selectors(cluster):
+    target = cluster.store.create(pod("p"))
+    cluster.event(target, "Scheduled", "Successfully assigned default/p to node-1")
+    cluster.event(cluster.store.create(pod("q")), "FailedScheduling", "0/1 nodes are available", "Warning")
+
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster) as api:
+            events = await client.CoreV1Api(api).list_namespaced_event(
+                "default", field_selector="involvedObject.kind=Pod,involvedObject.name=p")
+            assert [e.reason for e in events.items] == ["Scheduled"]
+            warnings = await client.CoreV1Api(api).list_namespaced_event("default", field_selector="type=Warning")
+            assert [e.involved_object.name for e in warnings.items] == ["q"]
+
+    run(go())

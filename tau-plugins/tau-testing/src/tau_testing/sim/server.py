@@ -571,20 +571,24 @@ class ApiApp:
         reqs = parse_label_selector(request.param("labelSelector"))
         field_selector = request.param("fieldSelector")
         fmatch = parse_field_selector(field_selector, rtype.group, rtype.kind)
-        if target.name is not None:
-            name_match = target.name
-        else:
-            name_match = None
+        name_match = target.name
+
+        def selected(obj: dict[str, Any]) -> bool:
+            if name_match is not None and obj["metadata"]["name"] != name_match:
+                return False
+            if reqs and not labels_match(reqs, obj["metadata"].get("labels")):
+                return False
+            return not field_selector or fmatch(obj)
         timeout = request.int_param("timeoutSeconds")
         bookmarks = request.flag("allowWatchBookmarks")
         rv = request.param("resourceVersion")
         send_initial = rv in (None, "", "0") or request.flag("sendInitialEvents")
         loop = asyncio.get_running_loop()
-        pending: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+        pending: collections.deque[tuple[str, dict[str, Any], dict[str, Any] | None]] = collections.deque()
         wake = asyncio.Event()
 
-        def on_event(event_type: str, obj: dict[str, Any]) -> None:
-            pending.append((event_type, obj))
+        def on_event(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            pending.append((event_type, obj, old))
             try:
                 loop.call_soon_threadsafe(wake.set)
             except RuntimeError:  # loop closed during shutdown
@@ -615,23 +619,27 @@ class ApiApp:
             while not disconnected.is_set() and not self.closing.is_set():
                 batch: list[bytes] = []
                 while pending:
-                    event_type, obj = pending.popleft()
+                    event_type, obj, old = pending.popleft()
                     obj_rv = int(obj["metadata"]["resourceVersion"])
                     last_rv = max(last_rv, obj_rv)
                     if initial_count > 0:
                         initial_count -= 1
-                    if name_match is not None and obj["metadata"]["name"] != name_match:
-                        continue
-                    if reqs and not labels_match(reqs, obj["metadata"].get("labels")):
-                        continue
-                    if field_selector and not fmatch(obj):
+                    now_matches = selected(obj)
+                    if event_type == "MODIFIED":
+                        # an object moving into or out of the selection is ADDED or DELETED for this watch
+                        was = old is not None and selected(old)
+                        if now_matches and not was:
+                            event_type = "ADDED"
+                        elif was and not now_matches:
+                            event_type = "DELETED"
+                        elif not now_matches:
+                            continue
+                    elif not now_matches:
                         continue
                     shown = dict(obj)
                     shown["apiVersion"] = rtype.api_version
                     batch.append(json.dumps({"type": event_type, "object": shown}, separators=(",", ":")).encode()
                                  + b"\n")
-                    if initial_count == 0 and send_initial and request.flag("sendInitialEvents") and bookmarks:
-                        pass
                 if send_initial and request.flag("sendInitialEvents") and bookmarks and initial_count == 0:
                     batch.append(self._bookmark(rtype, last_rv, initial_end=True))
                     send_initial = False

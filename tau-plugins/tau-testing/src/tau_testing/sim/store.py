@@ -62,7 +62,7 @@ class Store:
         self._by_uid: dict[str, Key] = {}
         self._dependents: dict[str, set[Key]] = {}
         self._rv = 100
-        self._history: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=history_limit)
+        self._history: deque[tuple[int, str, dict[str, Any], dict[str, Any] | None]] = deque(maxlen=history_limit)
         self._floor = self._rv  # the oldest resourceVersion a watch may start from
         self._subscribers: list[tuple[Callback, bool]] = []
         self.admission_hooks: list[AdmissionHook] = []
@@ -104,13 +104,16 @@ class Store:
         out["apiVersion"] = rtype.api_version
         return out
 
-    def _emit(self, event_type: str, obj: dict[str, Any]) -> None:
+    def _emit(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         rv = int(obj["metadata"]["resourceVersion"])
-        self._history.append((rv, event_type, obj))
+        self._history.append((rv, event_type, obj, old))
         if len(self._history) == self._history.maxlen:
             self._floor = max(self._floor, self._history[0][0] - 1)
         for callback, raw in list(self._subscribers):
-            callback(event_type, obj if raw else clone(obj))
+            if raw:
+                callback(event_type, obj, old)  # type: ignore[call-arg]
+            else:
+                callback(event_type, clone(obj))
 
     def _index(self, key: Key, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
         if old is not None:
@@ -131,7 +134,7 @@ class Store:
         key = (rtype.group, rtype.kind, meta.get("namespace", ""), meta["name"])
         self._bucket(rtype)[(key[2], key[3])] = obj
         self._index(key, obj, old)
-        self._emit(event_type, obj)
+        self._emit(event_type, obj, old)
 
     def _remove(self, rtype_group: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         bucket = self._objects.get((rtype_group, kind), {})
@@ -677,11 +680,12 @@ class Store:
 
         return unsubscribe
 
-    def watch(self, api_version: str, kind: str, resource_version: str | None, callback: Callback, *,
+    def watch(self, api_version: str, kind: str, resource_version: str | None,
+              callback: Callable[[str, dict[str, Any], dict[str, Any] | None], None], *,
               namespace: str | None = None, send_initial: bool = False) -> Callable[[], None]:
         """Replay history after ``resource_version`` (or the current objects as ADDED when ``send_initial``),
-        then deliver live events for this kind. Objects are read-only snapshots. Raises 410 for expired
-        versions."""
+        then deliver live events for this kind as ``callback(event_type, obj, previous_obj)``. Objects are
+        read-only snapshots. Raises 410 Gone for versions older than the retained history."""
         rtype = self.rtype(api_version, kind)
         group_kind = rtype.group_kind
 
@@ -690,16 +694,16 @@ class Store:
                 return False
             return not (namespace and rtype.namespaced and obj["metadata"].get("namespace") != namespace)
 
-        def deliver(event_type: str, obj: dict[str, Any]) -> None:
+        def deliver(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
             if relevant(obj):
-                callback(event_type, obj)
+                callback(event_type, obj, old)
 
         with self._lock:
             if send_initial:
                 for key in sorted(self._objects.get(group_kind, {})):
                     obj = self._objects[group_kind][key]
                     if relevant(obj):
-                        callback("ADDED", obj)
+                        callback("ADDED", obj, None)
             elif resource_version not in (None, "", "0"):
                 try:
                     since = int(resource_version)  # type: ignore[arg-type]
@@ -707,10 +711,10 @@ class Store:
                     raise errors.bad_request(f"invalid resource version {resource_version!r}") from exc
                 if since < self._floor:
                     raise ApiError(410, "Expired", f"too old resource version: {since} ({self._floor + 1})")
-                for rv, event_type, obj in self._history:
+                for rv, event_type, obj, old in self._history:
                     if rv > since and relevant(obj):
-                        callback(event_type, obj)
-            return self._subscribe(deliver, raw=True)
+                        callback(event_type, obj, old)
+            return self._subscribe(deliver, raw=True)  # type: ignore[arg-type]
 
     def compact(self) -> str:
         """Forget the watch history, as etcd compaction does: older resourceVersions now answer 410 Gone."""
