@@ -369,3 +369,33 @@ def canonical_fields() -> tuple[Field, ...]:
 
 def aliases_of(path: str) -> list[Field]:
     return [f for f in FIELDS if f.alias_of == path]
+
+
+def field_for_path(dotted_path: str) -> Field | None:
+    """The catalog field behind a reported path (``storage.image_assets[0].name``, ``runtime.env.X``)."""
+    import re
+
+    path = re.sub(r"\[\d+\]", "[]", dotted_path)
+    while path:
+        f = BY_PATH.get(path)
+        if f is not None:
+            return f
+        if "." not in path:
+            return None
+        path = path.rsplit(".", 1)[0]
+    return None
+
+
+def hint_for(dotted_path: str) -> str:
+    """A fallback hint for a problem at ``dotted_path``: what the field is and what it accepts."""
+    f = field_for_path(dotted_path)
+    if f is None:
+        return "see tau run explain-config for the valid fields"
+    text = f"{f.path}: {f.description.rstrip('.')}"
+    if f.values:
+        text += " (allowed: " + ", ".join(f.values) + ")"
+    elif f.item_values:
+        text += " (allowed items: " + ", ".join(f.item_values) + ")"
+    if f.engines != BOTH:
+        text += f"; engine {f.engines[0]} only"
+    return text

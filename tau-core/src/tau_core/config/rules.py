@@ -83,8 +83,10 @@ class RuleContext:
 
     def error(self, path: str, message: str, hint: str | None = None, *, at: tuple[PathKey, ...] | None = None,
               shown: str | None = None) -> None:
+        from tau_core.config.catalog import hint_for
+
         where = at if at is not None else self.where(path)
-        self.issues.append(self.doc.issue(where, shown or self.shown(path), message, hint))
+        self.issues.append(self.doc.issue(where, shown or self.shown(path), message, hint or hint_for(path)))
 
     def warn(self, path: str, message: str, hint: str | None = None) -> None:
         self.warnings.append(self.doc.issue(self.where(path), self.shown(path), message, hint, severity="warning"))

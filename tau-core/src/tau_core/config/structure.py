@@ -108,7 +108,10 @@ class Walker:
         self._field_path: tuple[PathKey, ...] | None = None
 
     def error(self, path: tuple[PathKey, ...], message: str, hint: str | None = None) -> None:
-        self.issues.append(self.doc.issue(path, dotted(path), message, hint))
+        from tau_core.config.catalog import hint_for
+
+        shown = dotted(path)
+        self.issues.append(self.doc.issue(path, shown, message, hint or hint_for(shown)))
         self.prune.append(self._field_path if self._field_path is not None else path)
 
     def walk(self, data: dict[str, Any]) -> list[ConfigIssue]:

@@ -228,7 +228,8 @@ def validate_document(doc: Document, *, name_override: str | None = None, base_d
                             check_files=check_files, name_from_flag=name_override is not None)
     ctx.issues.extend(alias_issues)
     rules.run_all(ctx)
-    warnings.extend(ctx.warnings)
+    if not structural:  # rule warnings over a pruned document would describe values the user did write
+        warnings.extend(ctx.warnings)
     issues = structural + ctx.issues
     if issues:
         issues.sort(key=lambda i: (i.line, i.column))
