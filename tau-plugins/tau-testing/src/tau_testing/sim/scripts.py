@@ -73,7 +73,7 @@ class PodScript:
 def default_log_lines(pod: dict[str, Any], container: str, main_container: str, script: PodScript) -> list[str]:
     name = pod["metadata"]["name"]
     if container != main_container:
-        return [f"{container}: sidecar started"]
+        return []  # sidecars (log offload, metrics) say nothing unless a script gives them lines
     lines = [f"{container}: starting in pod {name}"]
     if script.run_seconds is not None:
         lines.append(f"{container}: finished with exit code {137 if script.oom else script.exit_code}")

@@ -472,6 +472,9 @@ class KubeRayController:
             done = i + 1
             wrote = True
         self._driver_lines[uid] = done
+        if end is not None and current >= end and container == DRIVER_LOG_CONTAINER and done >= len(lines):
+            # the offload sidecar stops tailing once the driver ends, so `logs -f` on it returns
+            logs.mark_terminated(ns, head_name, container)
         return wrote
 
     # ------------------------------------------------------------------------------------------ RayService
