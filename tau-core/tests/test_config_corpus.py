@@ -35,6 +35,9 @@ def test_invalid_config_names_its_field(tau_cli, path: Path, monkeypatch) -> Non
     match = pattern.search(r.stderr)
     assert match, f"no error line naming {expected!r} with a position:\n{r.stderr}"
     assert int(match.group(1)) >= 2  # line 1 is the '# expect' comment: the position points at a key
+    lines = r.stderr.splitlines()
+    problems = [i for i, line in enumerate(lines) if line.startswith(f"error: {path.name}:")]
+    assert all(lines[i + 1].startswith("  hint: ") for i in problems), r.stderr  # every problem has a hint
 
 
 @pytest.mark.parametrize("path", MALFORMED, ids=[p.stem for p in MALFORMED])
