@@ -36,7 +36,8 @@ def test_invalid_config_names_its_field(tau_cli, path: Path, monkeypatch) -> Non
     assert match, f"no error line naming {expected!r} with a position:\n{r.stderr}"
     assert int(match.group(1)) >= 2  # line 1 is the '# expect' comment: the position points at a key
     lines = r.stderr.splitlines()
-    problems = [i for i, line in enumerate(lines) if line.startswith(f"error: {path.name}:")]
+    located = re.compile(rf"^error: {re.escape(path.name)}:\d+:\d+: ")
+    problems = [i for i, line in enumerate(lines) if located.match(line)]
     assert all(lines[i + 1].startswith("  hint: ") for i in problems), r.stderr  # every problem has a hint
 
 

@@ -86,7 +86,7 @@ class RuleContext:
         from tau_core.config.catalog import hint_for
 
         where = at if at is not None else self.where(path)
-        self.issues.append(self.doc.issue(where, shown or self.shown(path), message, hint or hint_for(path)))
+        self.issues.append(self.doc.issue(where, shown or self.shown(path), message, hint or hint_for(shown or path)))
 
     def warn(self, path: str, message: str, hint: str | None = None) -> None:
         self.warnings.append(self.doc.issue(self.where(path), self.shown(path), message, hint, severity="warning"))
