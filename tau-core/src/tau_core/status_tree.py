@@ -399,7 +399,7 @@ def _start_phase(snap: Snapshot) -> Phase:
                 started += 1
             if term and term.get("exitCode") not in (0, None):
                 reason = term.get("reason") or "Error"
-                hint = ("the container ran out of memory; raise compute.memory or reduce the footprint"
+                hint = ("the container ran out of memory; raise compute.memory_limit or reduce the footprint"
                         if reason == "OOMKilled" else "the application failed; read `tau logs <run>`")
                 return Phase(name, "warning", f"{started}/{total} started; {cs.get('name')} exited "
                                               f"{term.get('exitCode')} ({reason})", hint=hint)
@@ -475,9 +475,45 @@ def _release_phase(snap: Snapshot) -> Phase:
     return Phase(name, "done", "quota released; resources reusable; no active Ray pods remain")
 
 
+def _latest_timestamp(snap: Snapshot) -> datetime | None:
+    stamps: list[datetime] = []
+
+    def add(text: Any) -> None:
+        value = parse_time(text if isinstance(text, str) else None)
+        if value is not None:
+            stamps.append(value)
+
+    for obj in [snap.workload, *snap.workloads, *snap.pods]:
+        if not obj:
+            continue
+        add(_meta(obj).get("creationTimestamp"))
+        for c in _status(obj).get("conditions") or []:
+            add(c.get("lastTransitionTime"))
+        for cs in _container_statuses(obj):
+            for state in (cs.get("state") or {}).values():
+                if isinstance(state, dict):
+                    add(state.get("startedAt"))
+                    add(state.get("finishedAt"))
+    for ev in snap.events:
+        add(_event_time(ev))
+    return max(stamps) if stamps else None
+
+
+def cluster_now(snap: Snapshot) -> datetime | None:
+    """"Now" as the cluster sees it: the local clock, unless the cluster's own timestamps show that its
+    clock is far from ours (more than a day either way), in which case the latest observed timestamp."""
+    local = snap.now
+    latest = _latest_timestamp(snap)
+    if local is None or latest is None:
+        return local or latest
+    if abs((local - latest).total_seconds()) > 86400:
+        return latest
+    return max(local, latest)
+
+
 def phases(snap: Snapshot) -> list[Phase]:
     """The ordered phase tree for one snapshot."""
-    now = snap.now
+    now = cluster_now(snap)
     workload = snap.workload
     out: list[Phase] = []
     if workload is None:

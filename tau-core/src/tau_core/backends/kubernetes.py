@@ -267,6 +267,7 @@ class KubernetesBackend:
             "exists": workload is not None,
             "config_hash": ann.get(keys.CONFIG_HASH),
             "submission_id": ann.get(keys.SUBMISSION_ID),
+            "retry_reason": ann.get(RETRY_REASON),
             "pods": [_pod_summary(p) for p in snap.pods],
             "workloads": [_meta(w).get("name") for w in snap.workloads],
             "diagnostic_commands": diagnostic_commands(snap, context),
@@ -515,8 +516,77 @@ class KubernetesBackend:
                 spec.pop("priorityClassName", None)
 
     def submit(self, request: SubmitRequest) -> SubmitResult:
+        """Create the run; with ``resilience.max_retries > 0`` (and no dry run) also wait and retry it.
+
+        Automatic retry (reference run-config-and-rendering §4.3) belongs to submission: the command
+        that submitted the run waits for a terminal state, classifies a failure and resubmits while
+        ``retry_on`` and the budget allow.  Interrupting the wait loses nothing: the run continues and
+        its attempt count lives on the workload.
+        """
         result: SubmitResult = self._run(self.submit_async, request)
+        dry_run = str(request.context.get("dry_run") or "")
+        if dry_run or not request.context.get("auto_retry", True):
+            return result
+        from tau_core.retry import RetryPolicy
+
+        policy = RetryPolicy.from_config(request.name, request.config)
+        if policy.enabled:
+            self.supervise(result.ref, request, policy)
         return result
+
+    def supervise(self, ref: RunRef, request: SubmitRequest, policy: Any) -> RunStatus:
+        """Wait for ``ref`` to finish and retry it per ``policy``; raises TauError when it finally fails."""
+        from tau_core.output import info
+
+        say = self.progress or info
+        where = f"{ref.namespace}/{ref.name}"
+        try:
+            while True:
+                st = self.wait(ref)
+                where = f"{st.ref.namespace}/{st.ref.name}"
+                attempt = st.attempt or 0
+                if st.succeeded:
+                    say(f"workload {where} completed successfully")
+                    if attempt:
+                        self.record_retry_outcome(ref, outcome="succeeded", attempt=attempt,
+                                                  max_retries=policy.max_retries,
+                                                  reason=_reason(st.extra.get("retry_reason")))
+                    return st
+                reason = st.failure or FailureReason.UNKNOWN
+                if not policy.allows(reason):
+                    listed = ", ".join(policy.retry_on)
+                    raise TauError(f"workload {where} failed ({reason.value}) — not in retry_on list [{listed}]",
+                                   hint=f"inspect it with `tau run status {ref.name}` and `tau logs {ref.name}`")
+                attempt += 1
+                if attempt > policy.max_retries:
+                    self.record_retry_outcome(ref, outcome="exhausted", attempt=attempt - 1,
+                                              max_retries=policy.max_retries, reason=reason)
+                    raise TauError(f"workload {where} exhausted all {policy.max_retries} retries "
+                                   f"(last failure: {reason.value})",
+                                   hint="if it keeps failing the same way, check the cluster with "
+                                        "`tau cluster validate nodes` before resubmitting")
+                delay = policy.backoff(attempt)
+                say(f"attempt {attempt}/{policy.max_retries} failed ({reason.value}) — retrying in {delay:g}s")
+                self.sleep(delay)
+                with _deferred_interrupts():
+                    self.retry(ref, request, attempt=attempt, reason=reason)
+        except KeyboardInterrupt:
+            say(f"stopped waiting; {where} keeps running and its retry count is kept on the workload "
+                f"(tau run status {ref.name})")
+            raise
+
+    def wait(self, ref: RunRef) -> RunStatus:
+        """Block until the run is terminal (watch-driven: no polling)."""
+        last: RunStatus | None = None
+        while last is None or not last.terminal:
+            for st in self.watch_status(ref, interval=0.0):
+                last = st
+                if st.terminal:
+                    break
+            if last is not None and not last.extra.get("exists"):
+                raise NotFoundError(f"{ref.namespace}/{ref.name} disappeared while waiting for it",
+                                    hint="it was deleted (cancelled?); nothing is retried")
+        return last
 
     def server_dry_run(self, request: SubmitRequest) -> list[Obj]:
         """The objects as the API server would store them (``--dry-run=server``), without creating them."""
@@ -899,9 +969,7 @@ class KubernetesBackend:
         replacement = self._rerender(request, context)  # validated by a client render before anything is deleted
         ann = _ann(workload)
         if ann.get(RETRY_ATTEMPT):
-            _stamp_attempt(replacement[0], int(ann[RETRY_ATTEMPT]), int(ann.get(RETRY_MAX, "0") or 0),
-                           FailureReason(ann.get(RETRY_REASON, reason.value)) if ann.get(RETRY_REASON) in
-                           {r.value for r in FailureReason} else reason)
+            _stamp_attempt(replacement[0], int(ann[RETRY_ATTEMPT]), int(ann.get(RETRY_MAX, "0") or 0), reason)
         new = SubmitRequest(request.name, request.config, replacement, context, request.config_path,
                             request.config_hash, _ann(replacement[0]).get(keys.SUBMISSION_ID, ""), request.extra_env)
         if dry_run:
@@ -1020,7 +1088,40 @@ def _relevant_events(snap: Snapshot) -> list[Obj]:
     return out
 
 
+class _deferred_interrupts:
+    """Hold Ctrl-C while a failed workload is replaced, so an interrupt never leaves it deleted but not resubmitted."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self._pending = False
+        self._previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.getsignal(signal.SIGINT)
+
+            def hold(signum: int, frame: Any) -> None:
+                self._pending = True
+
+            signal.signal(signal.SIGINT, hold)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        if self._pending:
+            raise KeyboardInterrupt
+
+
 # -- helpers ------------------------------------------------------------------------------------
+
+def _reason(value: str | None) -> FailureReason:
+    try:
+        return FailureReason.parse(value or "")
+    except ValueError:
+        return FailureReason.UNKNOWN
+
 
 def _require_ready(ws: Obj) -> None:
     phase = (ws.get("status") or {}).get("phase")
