@@ -262,8 +262,8 @@ def _validate_builtin(rtype: ResourceType, obj: dict[str, Any], old: dict[str, A
                     causes.append(errors.field_invalid("spec.completionMode", spec.get("completionMode"),
                                                        "field is immutable"))
                 old_tpl = (old_spec.get("template") or {})
-                if old_tpl != spec.get("template") and not old_spec.get("suspend") and not (
-                        (old.get("status") or {}).get("startTime") is None):
+                started = (old.get("status") or {}).get("startTime") is not None
+                if old_tpl != spec.get("template") and not old_spec.get("suspend") and started:
                     causes.append(errors.field_invalid("spec.template", spec.get("template"),
                                                        "field is immutable"))
     elif gk in (("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +72,7 @@ class Users:
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self) -> Iterator[User]:
         return iter(list(self._by_name.values()))
 
     @property

@@ -30,7 +30,8 @@ async def api_client(cluster: Any, user: str = "admin") -> AsyncIterator[Any]:
 
 def status_of(exc: Any) -> dict[str, Any]:
     """The Status body of an ApiException."""
-    return json.loads(exc.body)
+    body: dict[str, Any] = json.loads(exc.body)
+    return body
 
 
 async def expect_api_error(coro: Awaitable[Any], code: int) -> dict[str, Any]:

@@ -234,8 +234,9 @@ class SimCluster:
                 else:
                     self.clock.advance(max(0.0, target - now.timestamp()))
                 self.settle()
-                if self.clock.now().timestamp() >= target - 1e-9:
-                    return self.clock.now()
+                now = self.clock.now()
+                if now.timestamp() >= target - 1e-9:
+                    return now  # type: ignore[no-any-return]
 
     def _background(self) -> None:
         while not self._stop.wait(self.interval):

@@ -63,6 +63,7 @@ def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     while pos < len(data):
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
+        value: Any
         if wire == 0:
             value, pos = _varint(data, pos)
         elif wire == 2:

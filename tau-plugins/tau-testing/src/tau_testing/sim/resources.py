@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,7 +183,7 @@ class TypeRegistry:
     def for_group_kind(self, group: str, kind: str) -> list[ResourceType]:
         return [t for t in self._by_kind.values() if t.group == group and t.kind == kind]
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self) -> Iterator[ResourceType]:
         with self._lock:
             return iter(list(self._by_plural.values()))
 

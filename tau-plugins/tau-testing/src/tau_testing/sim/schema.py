@@ -20,7 +20,7 @@ def _shown(value: Any) -> str:
 
 def _type_ok(expected: str, value: Any) -> bool:
     if expected == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) or (
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
             isinstance(value, float) and value.is_integer())
     if expected == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
 
 from tau_testing.sim import errors
-from tau_testing.sim.auth import Attributes, User, forbidden_message, rule_allows
+from tau_testing.sim.auth import Attributes, User, forbidden_message
 from tau_testing.sim.errors import ApiError
 from tau_testing.sim.faults import RequestRecord
 from tau_testing.sim.resources import ResourceType
-from tau_testing.sim.selectors import parse_field_selector, parse_label_selector, labels_match
-from tau_testing.sim.store import clone
+from tau_testing.sim.selectors import labels_match, parse_field_selector, parse_label_selector
 
 if TYPE_CHECKING:
     from tau_testing.sim.cluster import SimCluster
@@ -55,7 +54,7 @@ class Request:
         if value in (None, ""):
             return None
         try:
-            return int(value)  # type: ignore[arg-type]
+            return int(str(value))
         except ValueError as exc:
             raise errors.bad_request(f"invalid value for {name}: {value!r}") from exc
 
@@ -255,7 +254,7 @@ class ApiApp:
             return "patch"
         if method == "DELETE":
             return "delete" if target.name else "deletecollection"
-        raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     def _resolve(self, request: Request) -> Target | None:
         parts = [unquote(p) for p in request.path.strip("/").split("/")] if request.path != "/" else []
@@ -367,9 +366,10 @@ class ApiApp:
             base = f"{prefix}/namespaces/{{namespace}}/{rtype.plural}" if rtype.namespaced else \
                 f"{prefix}/{rtype.plural}"
 
-            def op(action: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+            def op(action: str, params: list[dict[str, Any]], gvk: dict[str, str] = gvk,
+                   kind: str = rtype.kind) -> dict[str, Any]:
                 return {"x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
-                        "operationId": f"{action}{rtype.kind}", "parameters": params,
+                        "operationId": f"{action}{kind}", "parameters": params,
                         "responses": {"200": {"description": "OK"}}}
 
             paths[base] = {"get": op("list", []), "post": op("post", [dry_run, field_validation])}
@@ -667,7 +667,7 @@ class ApiApp:
                 if not pending:
                     try:
                         await asyncio.wait_for(wake.wait(), timeout=max(wait, 0.001))
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     wake.clear()
         finally:

@@ -7,6 +7,7 @@ every write replaces the stored dict, so snapshots kept in the watch history sta
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import random
 import threading
@@ -64,8 +65,8 @@ class Store:
         self._rv = 100
         self._history: deque[tuple[int, str, dict[str, Any], dict[str, Any] | None]] = deque(maxlen=history_limit)
         self._floor = self._rv  # the oldest resourceVersion a watch may start from
-        self._subscribers: list[tuple[Callback, bool]] = []
-        self.admission_hooks: list[AdmissionHook] = []
+        self._subscribers: builtins.list[tuple[Callback, bool]] = []
+        self.admission_hooks: builtins.list[AdmissionHook] = []
         self._random = random.Random(0x7A0)
         for ns in namespaces:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -100,7 +101,7 @@ class Store:
         return rfc3339(self.clock.now())
 
     def _present(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
-        out = clone(obj)
+        out: dict[str, Any] = clone(obj)
         out["apiVersion"] = rtype.api_version
         return out
 
@@ -150,7 +151,7 @@ class Store:
         return final
 
     def _admit(self, operation: str, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
-               field_validation: str | None, warnings: list[str] | None) -> None:
+               field_validation: str | None, warnings: builtins.list[str] | None) -> None:
         from tau_testing.sim import admission
 
         admission.admit(self, operation, rtype, obj, old, field_validation=field_validation, warnings=warnings)
@@ -181,12 +182,13 @@ class Store:
             return clone(obj) if obj is not None else None
 
     def list(self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None,
-             field_selector: str | None = None) -> list[dict[str, Any]]:
+             field_selector: str | None = None) -> builtins.list[dict[str, Any]]:
         return self.list_page(api_version, kind, namespace, label_selector, field_selector)[0]
 
     def list_page(self, api_version: str, kind: str, namespace: str | None = None,
                   label_selector: str | None = None, field_selector: str | None = None, limit: int | None = None,
-                  continue_token: str | None = None) -> tuple[list[dict[str, Any]], str, str | None, int | None]:
+                  continue_token: str | None = None
+                  ) -> tuple[builtins.list[dict[str, Any]], str, str | None, int | None]:
         """One page of a list: (items, list resourceVersion, continue token, remaining item count)."""
         rtype = self.rtype(api_version, kind)
         reqs = parse_label_selector(label_selector)
@@ -207,7 +209,7 @@ class Store:
             list_rv = str(self._rv)
             bucket = self._objects.get(rtype.group_kind, {})
             keys = sorted(bucket)
-            selected: list[dict[str, Any]] = []
+            selected: builtins.list[dict[str, Any]] = []
             for key in keys:
                 if rtype.namespaced and namespace and key[0] != namespace:
                     continue
@@ -230,7 +232,7 @@ class Store:
             items = [self._present(o, rtype) for o in selected]
         return items, list_rv, token_out, remaining
 
-    def all_objects(self) -> list[dict[str, Any]]:
+    def all_objects(self) -> builtins.list[dict[str, Any]]:
         with self._lock:
             return [clone(o) for bucket in self._objects.values() for o in bucket.values()]
 
@@ -241,7 +243,7 @@ class Store:
     # -- writes ----------------------------------------------------------------------------------------------
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False, field_validation: str | None = None,
-               warnings: list[str] | None = None) -> dict[str, Any]:
+               warnings: builtins.list[str] | None = None) -> dict[str, Any]:
         obj = clone(obj)
         rtype = self.rtype(obj.get("apiVersion", ""), obj.get("kind", ""))
         meta = _meta(obj)
@@ -316,15 +318,15 @@ class Store:
                                   f"UID in object meta: {old['metadata']['uid']}")
 
     def update(self, obj: dict[str, Any], *, dry_run: bool = False, field_validation: str | None = None,
-               warnings: list[str] | None = None) -> dict[str, Any]:
+               warnings: builtins.list[str] | None = None) -> dict[str, Any]:
         return self._update(clone(obj), None, dry_run, field_validation, warnings)
 
     def update_status(self, obj: dict[str, Any], *, dry_run: bool = False,
-                      warnings: list[str] | None = None) -> dict[str, Any]:
+                      warnings: builtins.list[str] | None = None) -> dict[str, Any]:
         return self._update(clone(obj), "status", dry_run, None, warnings)
 
     def _update(self, obj: dict[str, Any], subresource: str | None, dry_run: bool, field_validation: str | None,
-                warnings: list[str] | None) -> dict[str, Any]:
+                warnings: builtins.list[str] | None) -> dict[str, Any]:
         rtype = self.rtype(obj.get("apiVersion", ""), obj.get("kind", ""))
         meta = _meta(obj)
         if subresource == "status" and "status" not in rtype.subresources:
@@ -385,7 +387,7 @@ class Store:
 
     def patch(self, api_version: str, kind: str, namespace: str | None, name: str, patch: Any,
               patch_type: str = "merge", subresource: str | None = None, *, dry_run: bool = False,
-              field_validation: str | None = None, warnings: list[str] | None = None) -> dict[str, Any]:
+              field_validation: str | None = None, warnings: builtins.list[str] | None = None) -> dict[str, Any]:
         from tau_testing.sim.patch import json_patch, merge_patch, strategic_merge_patch
 
         rtype = self.rtype(api_version, kind)
@@ -466,8 +468,9 @@ class Store:
 
     def delete_collection(self, api_version: str, kind: str, namespace: str | None = None,
                           label_selector: str | None = None, field_selector: str | None = None,
-                          propagation: str | None = "Background", *, dry_run: bool = False) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+                          propagation: str | None = "Background", *,
+                          dry_run: bool = False) -> builtins.list[dict[str, Any]]:
+        out: builtins.list[dict[str, Any]] = []
         with self._lock:
             for item in self.list(api_version, kind, namespace, label_selector, field_selector):
                 meta = item["metadata"]
@@ -491,7 +494,7 @@ class Store:
                 return c
         return candidates[0] if candidates else None
 
-    def _set_finalizers(self, key: Key, finalizers: list[str]) -> None:
+    def _set_finalizers(self, key: Key, finalizers: builtins.list[str]) -> None:
         old = self._objects[(key[0], key[1])][(key[2], key[3])]
         new = dict(old)
         new["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
@@ -706,7 +709,7 @@ class Store:
                         callback("ADDED", obj, None)
             elif resource_version not in (None, "", "0"):
                 try:
-                    since = int(resource_version)  # type: ignore[arg-type]
+                    since = int(str(resource_version))
                 except ValueError as exc:
                     raise errors.bad_request(f"invalid resource version {resource_version!r}") from exc
                 if since < self._floor:
@@ -714,7 +717,7 @@ class Store:
                 for rv, event_type, obj, old in self._history:
                     if rv > since and relevant(obj):
                         callback(event_type, obj, old)
-            return self._subscribe(deliver, raw=True)  # type: ignore[arg-type]
+            return self._subscribe(deliver, raw=True)  # raw subscribers are called with (type, obj, old)
 
     def compact(self) -> str:
         """Forget the watch history, as etcd compaction does: older resourceVersions now answer 410 Gone."""
