@@ -186,9 +186,21 @@ def test_retry_succeeds_on_the_second_attempt(local: Local) -> None:
 
 def test_resume_from_a_checkpoint(local: Local) -> None:
     project = local.project((QUICKSTART / "train.py").read_text(), target="train",
-                            runtime={"env": {"QUICKSTART_STEPS": "25", "QUICKSTART_STEP_SECONDS": "0.15"}})
+                            runtime={"env": {"QUICKSTART_STEPS": "40", "QUICKSTART_STEP_SECONDS": "0.15"}},
+                            metrics={"history": ["metrics/*.jsonl"]}, experiment={"project": "resume-demo"})
     run = local.submit(project, "train")
     local.wait_line(run, "step   7")
+    # evidence arrives while the run progresses, not only at the end
+    deadline = time.monotonic() + 30
+    while True:
+        search = subprocess.run([PORTAL, "experiment", "search", "--store", str(local.home / "expstore"), "-o",
+                                 "json"], capture_output=True, text=True, env=local.env)
+        found = [r for r in json.loads(search.stdout or '{"runs": []}').get("runs", []) if r["run_id"] == run]
+        if found and "loss" in found[0]["metric_names"]:
+            break
+        assert time.monotonic() < deadline, search.stderr
+        time.sleep(0.2)
+    assert local.status(run)["state"] == "Running"
     local.cancel(run)
     assert local.status(run)["state"] == "Cancelled"
     local.resume(run, project, "train")
@@ -197,7 +209,7 @@ def test_resume_from_a_checkpoint(local: Local) -> None:
     resumed = [x for x in local.logs(run) if x.startswith("resumed from step")]
     assert resumed, local.logs(run)
     report = json.loads(local.get(run, "report.json"))
-    assert report["resumed_from_step"] >= 5 and report["steps"] == 25
+    assert report["resumed_from_step"] >= 5 and report["steps"] == 40
 
 
 def test_logs_follow_until_the_end(local: Local) -> None:
