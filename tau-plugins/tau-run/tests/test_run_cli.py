@@ -203,3 +203,21 @@ def test_local_flag_and_local_workspace_use_the_local_backend(tau_cli, tau_plugi
     r = tau_cli("run", "bare")
     assert r.exit_code == 0, r
     assert received[1].name == "bare" and received[1].context["config_dir"].endswith("tau")
+
+
+def test_validate_checks_the_snapshot_offline(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    from tau_core.config.profiles import profile_set_hash
+
+    snap = {"apiVersion": "tau.azure.com/v1alpha1", "kind": "TauWorkloadProfileSnapshot", "tauClusterGeneration": 3,
+            "profileSetHash": profile_set_hash(SNAPSHOT_PROFILES), "profiles": SNAPSHOT_PROFILES}
+    (project / "tau" / "profiles.snapshot.yaml").write_text(json.dumps(snap))
+    body = ("name: prof\nengine: job\nimage: bash:5.2\npolicy:\n  namespace: ray\n  team: research\n"
+            "  lane: training\n  workload_profile_snapshot: profiles.snapshot.yaml\n")
+    (project / "tau" / "prof.yaml").write_text(body)
+    r = tau_cli("run", "validate", "-c", "tau/prof.yaml")
+    assert r.exit_code == 0 and "workload profile kind-cpu-job" in r.stdout, r
+    (project / "tau" / "prof.yaml").write_text(body + "  queue: elsewhere\n")
+    r = tau_cli("run", "validate", "-c", "tau/prof.yaml")
+    assert r.exit_code == 1, r
+    assert "tau/prof.yaml:9:3: policy.queue: policy.queue=elsewhere conflicts with authoritative workload profile" \
+        in r.stderr

@@ -43,7 +43,8 @@ def validate(name: str | None, config: Path | None, project: str | None, output:
             raise ConfigError(f"{doc['file']}: {count} problem{'s' if count != 1 else ''} found")
     else:
         inferred = ", inferred" if doc["engine_inferred"] else ""
-        click.echo(f"{doc['file']} is valid: {doc['name']} ({doc['engine']}{inferred})")
+        profile = f", workload profile {doc['workload_profile']}" if doc.get("workload_profile") else ""
+        click.echo(f"{doc['file']} is valid: {doc['name']} ({doc['engine']}{inferred}{profile})")
 
 
 @click.command(context_settings=CONTEXT)

@@ -35,6 +35,9 @@ def run_validate(*, name: str | None, config: Path | None, project: str | None, 
     try:
         doc = load_yaml_file(target.config_path, display=shown)
         validated = validate_document(doc, name_override=override, base_dir=target.config_path.resolve().parent)
+        profile = None
+        if validated.normalized["policy"]["workload_profile_snapshot"]:
+            profile = _check_snapshot(target, override, project)
     except ConfigValidationError as exc:
         if not as_json:
             fail_with_issues(exc)
@@ -56,9 +59,19 @@ def run_validate(*, name: str | None, config: Path | None, project: str | None, 
         "engine": validated.engine,
         "engine_inferred": validated.engine_inferred,
         "config_hash": validated.config_hash,
+        "workload_profile": profile,
         "warnings": [_issue(i) for i in validated.warnings],
     })
     return doc_out
+
+
+def _check_snapshot(target: Target, override: str | None, project: str | None) -> str | None:
+    """Offline profile selection from the configured snapshot (fail-closed rules, conflicts with the config)."""
+    from tau_core.config.resolve import RunOptions, resolve_offline
+
+    resolution = resolve_offline(RunOptions(target=override, config=target.config_path, project=project))
+    profile = resolution.request.context.get("workload_profile")
+    return str(profile["name"]) if profile else None
 
 
 def _issue(issue: Any) -> dict[str, Any]:
