@@ -1,0 +1,1 @@
+"""The ``tau logs`` command root."""

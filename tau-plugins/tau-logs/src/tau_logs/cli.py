@@ -1,0 +1,85 @@
+"""``tau logs RUN``: find the run across workspaces, then print or follow its logs.
+
+Thin: routing comes from :mod:`tau_core.backends.discovery` and :mod:`tau_core.backends.targeting`,
+the logs themselves from the kubernetes execution backend.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tau_core.errors import UsageError
+from tau_core.output import info
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.command("logs", context_settings=CONTEXT_SETTINGS)
+@click.argument("run_name", metavar="RUN")
+@click.option("-f", "--follow", is_flag=True, help="Stream new log lines until the run ends.")
+@click.option("--tail", type=int, default=200, show_default=True,
+              help="Lines from the end; -1 = all; 0 prints nothing unless following.")
+@click.option("-c", "--container", default=None, help="Container or init container (batch Jobs only).")
+@click.option("--all-containers", is_flag=True, help="Every container (batch Jobs only).")
+@click.option("--previous", is_flag=True, help="The previous container instance (batch Jobs only).")
+@click.option("--timestamps", is_flag=True, help="Prefix lines with timestamps (batch Jobs only).")
+@click.option("--prefix", is_flag=True, help="Prefix lines with pod/container (batch Jobs only).")
+@click.option("-n", "--namespace", default=None, help="Namespace of the run (skips the workspace search).")
+@click.option("--workspace", default=None, help="Search only this configured workspace.")
+@click.option("--context", default=None, envvar="TAU_CONTEXT", show_envvar=True,
+              help="kubectl context (skips the workspace search).")
+@click.option("--system-namespace", default=None, envvar="TAU_SYSTEM_NAMESPACE",
+              help="Namespace containing TauGrid system objects (default: tau-system).")
+def logs(run_name: str, follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
+         timestamps: bool, prefix: bool, namespace: str | None, workspace: str | None, context: str | None,
+         system_namespace: str | None) -> None:
+    """Print a run's logs, finding it across your configured workspaces.
+
+    The connected workspace of the current repository is searched first, then every workspace
+    connection configured on this machine.  For a RayJob the output is the Ray driver's; for a
+    batch Job it is the pod logs.  Use the native --tail instead of piping through tail.
+
+    \b
+    Examples:
+      tau logs train-7f2c
+      tau logs train-7f2c -f
+      tau logs train-7f2c --workspace aurora
+      tau logs train-7f2c --context prod -n aurora --tail -1 --timestamps
+    """
+    from tau_core.backends.targeting import check_name, lifecycle_target
+    from tau_core.lifecycle.base import LogOptions, RunRef
+
+    if container and all_containers:
+        raise UsageError("-c/--container and --all-containers cannot be combined")
+    if tail < -1:
+        raise UsageError("--tail must be -1 (all lines) or a number of lines >= 0")
+    options = LogOptions(follow=follow, tail=None if tail == -1 else tail, container=container,
+                         all_containers=all_containers, previous=previous, timestamps=timestamps, prefix=prefix)
+    check_name(run_name)
+    if context or namespace:
+        target = lifecycle_target(context=context, namespace=namespace, workspace=workspace,
+                                  system_namespace=system_namespace)
+        backend, ref = target.backend(progress=info), target.ref(run_name)
+    else:
+        from tau_core.backends.discovery import find_run, routes_for
+        from tau_core.backends.kubernetes import KubernetesBackend
+
+        route, kind = find_run(run_name, routes_for(cwd=Path.cwd()), workspace=workspace)
+        info(f"found {kind} {route.namespace}/{run_name} in workspace {route.workspace}")
+        backend = KubernetesBackend(kubeconfig=route.kubeconfig, context=route.context,
+                                    system_namespace=system_namespace or route.system_namespace, progress=info)
+        ref = RunRef(run_name, "kubernetes", route.namespace, route.context, route.workspace)
+    if options.tail == 0 and not options.follow:
+        return
+    try:
+        for line in backend.logs(ref, options):
+            click.echo(line)
+            if follow:
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        click.echo("", err=True)
+        info(f"stopped following; {run_name} keeps running")
+        sys.exit(130)
