@@ -96,7 +96,7 @@ async def _search(routes: list[Route], name: str, probe_timeout: float, budget: 
     async def bounded(route: Route) -> Probe:
         try:
             return await asyncio.wait_for(_probe(route, name), timeout=probe_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return Probe(route, error=f"no answer within {probe_timeout:g}s")
         except TauError as exc:
             return Probe(route, error=exc.message)
