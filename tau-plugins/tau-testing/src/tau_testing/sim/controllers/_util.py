@@ -24,10 +24,13 @@ def get(cluster: Any, api_version: str, kind: str, namespace: str | None, name: 
     return cast("dict[str, Any] | None", obj)
 
 
-def list_objects(cluster: Any, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
-    """All objects of a kind (optionally in one namespace), sorted by namespace and name for determinism."""
+def list_objects(cluster: Any, api_version: str, kind: str, namespace: str | None = None, *,
+                 label_selector: str | None = None, field_selector: str | None = None) -> list[dict[str, Any]]:
+    """All objects of a kind (optionally in one namespace, optionally filtered by the store's selectors before
+    they are copied), sorted by namespace and name for determinism."""
     try:
-        result = cluster.store.list(api_version, kind, namespace)
+        result = cluster.store.list(api_version, kind, namespace, label_selector=label_selector,
+                                    field_selector=field_selector)
     except ApiError as exc:
         if exc.code == 404:
             return []
@@ -314,6 +317,9 @@ def selector_matches(selector: dict[str, Any] | None, lbls: dict[str, str], *, n
         if op == "DoesNotExist" and k in lbls:
             return False
     return True
+
+
+NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 def pod_is_terminal(pod: dict[str, Any]) -> bool:

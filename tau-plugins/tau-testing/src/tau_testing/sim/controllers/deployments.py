@@ -39,7 +39,7 @@ class DeploymentController:
 
     def reconcile(self, cluster: Any) -> bool:
         pods_by_owner: dict[str, list[dict[str, Any]]] = {}
-        for pod in u.list_objects(cluster, "v1", "Pod"):
+        for pod in u.list_objects(cluster, "v1", "Pod", label_selector="pod-template-hash"):
             ref = u.controller_of(pod)
             if ref and ref.get("kind") == "Deployment":
                 pods_by_owner.setdefault(ref["uid"], []).append(pod)

@@ -92,7 +92,7 @@ class JobController:
 
     def reconcile(self, cluster: Any) -> bool:
         pods_by_owner: dict[str, list[dict[str, Any]]] = {}
-        for pod in u.list_objects(cluster, "v1", "Pod"):
+        for pod in u.list_objects(cluster, "v1", "Pod", label_selector="batch.kubernetes.io/controller-uid"):
             ref = u.controller_of(pod)
             if ref and ref.get("kind") == "Job":
                 pods_by_owner.setdefault(ref["uid"], []).append(pod)

@@ -115,7 +115,7 @@ class KubeRayController:
             if not u.is_deleting(service):
                 changed |= self._sync_rayservice(cluster, service)
         pods_by_owner: dict[str, list[dict[str, Any]]] = {}
-        for pod in u.list_objects(cluster, "v1", "Pod"):
+        for pod in u.list_objects(cluster, "v1", "Pod", label_selector="ray.io/cluster"):
             ref = u.controller_of(pod)
             if ref and ref.get("kind") == "RayCluster":
                 pods_by_owner.setdefault(ref["uid"], []).append(pod)

@@ -296,23 +296,22 @@ class KueueController:
         self._sequence: dict[str, int] = {}  # creation order of the Workloads this controller made
 
     def reconcile(self, cluster: Any) -> bool:
-        changed = self._sync_jobs(cluster)
+        changed = False
         workloads = u.list_objects(cluster, API, "Workload")
-        changed |= self._workload_lifecycle(cluster, workloads)
-        workloads = u.list_objects(cluster, API, "Workload")
-        changed |= self._schedule(cluster, workloads)
-        workloads = u.list_objects(cluster, API, "Workload")
-        changed |= self._start_admitted(cluster, workloads)
-        changed |= self._queue_status(cluster, u.list_objects(cluster, API, "Workload"))
+        for step in (self._sync_jobs, self._workload_lifecycle, self._schedule, self._start_admitted,
+                     self._queue_status):
+            if step(cluster, workloads):
+                changed = True
+                workloads = u.list_objects(cluster, API, "Workload")
         return changed
 
     # ---- 1. job integrations ---------------------------------------------------------------------------
 
-    def _sync_jobs(self, cluster: Any) -> bool:
+    def _sync_jobs(self, cluster: Any, workloads: list[dict[str, Any]]) -> bool:
         changed = False
-        existing = {u.key(w): w for w in u.list_objects(cluster, API, "Workload")}
+        existing = {u.key(w): w for w in workloads}
         for integ in INTEGRATIONS:
-            objs = u.list_objects(cluster, integ.api_version, integ.kind)
+            objs = u.list_objects(cluster, integ.api_version, integ.kind, label_selector=QUEUE_LABEL)
             objs.sort(key=lambda o: (o["metadata"].get("creationTimestamp") or "", *u.key(o)))
             for obj in objs:
                 if not _eligible(integ, obj):

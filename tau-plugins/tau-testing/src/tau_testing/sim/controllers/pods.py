@@ -90,7 +90,8 @@ class Kubelet:
         changed = False
         seen: set[str] = set()
         nodes = {n["metadata"]["name"]: n for n in u.list_objects(cluster, "v1", "Node")}
-        for pod in u.list_objects(cluster, "v1", "Pod"):
+        # terminal pods need nothing more: their logs were closed when they ended (or when they vanish below)
+        for pod in u.list_objects(cluster, "v1", "Pod", field_selector=u.NOT_TERMINAL):
             uid = pod["metadata"]["uid"]
             seen.add(uid)
             node_name = (pod.get("spec") or {}).get("nodeName")

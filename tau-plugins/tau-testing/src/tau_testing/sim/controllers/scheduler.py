@@ -149,7 +149,7 @@ class Scheduler:
 
     def reconcile(self, cluster: Any) -> bool:
         nodes = u.list_objects(cluster, "v1", "Node")
-        pods = u.list_objects(cluster, "v1", "Pod")
+        pods = u.list_objects(cluster, "v1", "Pod", field_selector=u.NOT_TERMINAL)
         used: dict[str, dict[str, int]] = {n["metadata"]["name"]: {} for n in nodes}
         pending: list[dict[str, Any]] = []
         for pod in pods:
