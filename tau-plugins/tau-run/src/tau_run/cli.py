@@ -92,12 +92,18 @@ class RunGroup(click.Group):
             command: click.Command = getattr(importlib.import_module(module), attr)
             return command
         if cmd_name in LIFECYCLE_VERBS:
-            return _lifecycle_command(cmd_name)
+            command = _lifecycle_command(cmd_name)
+            if command is None:
+                from tau_core.errors import PluginError
+
+                raise PluginError(f"tau run {cmd_name} is not available in this installation",
+                                  hint="install the tau meta-package (pip install tau) for the lifecycle verbs")
+            return command
         return None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         rest = click.Command.parse_args(self, ctx, args)
-        if rest and rest[0] in self.list_commands(ctx):
+        if rest and (rest[0] in OWN_VERBS or rest[0] in LIFECYCLE_VERBS):
             ctx._protected_args, ctx.args = rest[:1], rest[1:]  # type: ignore[attr-defined]
         else:
             ctx._protected_args, ctx.args = [SUBMIT], rest  # type: ignore[attr-defined]
