@@ -42,6 +42,7 @@ class JsonlError(ConfigError):
 class Block:
     frame: Any  # polars: metric_name, step, wall_time_us, value
     first_line: int
+    wide: Any = None  # the fast path's wide frame (step, wall_time_us, <metrics>...) for cheap summaries
 
 
 def _fail(path: Path, line: int, message: str, hint: str | None = None) -> JsonlError:
@@ -125,7 +126,7 @@ _NUMERIC = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UIn
 def parse_block_fast(
     data: bytes, *, step_field: str, time_field: str, prefix: str, newlines: int | None = None
 ) -> Any | None:
-    """Parse with polars; ``None`` when the block needs the authoritative slow path."""
+    """Parse with Arrow's JSON reader; ``None`` when the block needs the authoritative slow path."""
     import polars as pl
     import pyarrow.json as pj
 
@@ -139,8 +140,11 @@ def parse_block_fast(
     if not isinstance(df, pl.DataFrame):
         return None
     n_lines = (data.count(b"\n") if newlines is None else newlines) + (0 if data.endswith(b"\n") else 1)
-    blank = data.count(b"\n\n") + (1 if data.startswith(b"\n") else 0)
-    if df.height != n_lines - blank or df.height == 0:
+    if df.height != n_lines:  # blank lines, or two objects on one line: count exactly
+        blank = data.count(b"\n\n") + (1 if data.startswith(b"\n") else 0)
+        if df.height != n_lines - blank:
+            return None
+    if df.height == 0:
         return None
     if step_field not in df.columns:
         return None
@@ -179,14 +183,15 @@ def parse_block_fast(
         elif kind == "String":
             return None  # a mixed column: the slow path keeps its numeric values
     if not metrics:
-        return pl.DataFrame(schema={"metric_name": pl.String, "step": pl.Int64, "wall_time_us": pl.Int64,
-                                    "value": pl.Float64})
+        return Block(pl.DataFrame(schema={"metric_name": pl.String, "step": pl.Int64, "wall_time_us": pl.Int64,
+                                          "value": pl.Float64}), 0)
     base = pl.DataFrame({"step": step.cast(pl.Int64), "wall_time_us": wall}).with_columns(
         [df[m].cast(pl.Float64).alias(f"{prefix}{m}") for m in metrics]
     )
     long = base.unpivot(index=["step", "wall_time_us"], on=[f"{prefix}{m}" for m in metrics],
                         variable_name="metric_name", value_name="value")
-    return long.drop_nulls("value").select("metric_name", "step", "wall_time_us", "value")
+    long = long.drop_nulls("value").select("metric_name", "step", "wall_time_us", "value")
+    return Block(long, 0, wide=base)
 
 
 @dataclass
@@ -250,13 +255,14 @@ def read_history(
                 if not block:
                     break
             newlines = block.count(b"\n")
-            frame = parse_block_fast(block, step_field=step_field, time_field=time_field, prefix=prefix,
-                                     newlines=newlines)
-            if frame is None:
-                frame = parse_lines_slow(block, path, line_no, step_field=step_field, time_field=time_field,
-                                         prefix=prefix, final=final)
-            rows += frame.height
-            yield Block(frame, line_no)
+            parsed = parse_block_fast(block, step_field=step_field, time_field=time_field, prefix=prefix,
+                                      newlines=newlines)
+            if parsed is None:
+                parsed = Block(parse_lines_slow(block, path, line_no, step_field=step_field,
+                                                time_field=time_field, prefix=prefix, final=final), line_no)
+            parsed.first_line = line_no
+            rows += parsed.frame.height
+            yield parsed
             line_no += newlines
             if final:
                 break

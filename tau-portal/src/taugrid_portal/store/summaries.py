@@ -83,6 +83,47 @@ def summarize_frame(df: Any, *, ordinal_offset: int = 0) -> dict[str, dict[str, 
     return out
 
 
+def summarize_wide(wide: Any, *, ordinal_offset: int = 0) -> dict[str, dict[str, Any]]:
+    """Summaries from a wide frame (``step, wall_time_us, <metric>...``, one row per JSONL line).
+
+    Equal to :func:`summarize_frame` over the unpivoted rows, but one pass over the columns
+    instead of a group-by over the long form.  Values are finite (the fast path checks).
+    """
+    import polars as pl
+
+    metrics = [c for c in wide.columns if c not in ("step", "wall_time_us")]
+    if not metrics or wide.height == 0:
+        return {}
+    df = wide.with_row_index("_ord", offset=ordinal_offset)
+    exprs = []
+    for i, m in enumerate(metrics):
+        nn = pl.col(m).is_not_null()
+        step = pl.col("step").filter(nn)
+        top = step.max()
+        cand = nn & (pl.col("step") == top)
+        wmax = pl.col("wall_time_us").filter(cand).max()
+        cand2 = cand & ((pl.col("wall_time_us") == wmax) | wmax.is_null())
+        ordv = pl.col("_ord").filter(cand2).max()
+        exprs += [
+            nn.sum().alias(f"c{i}"), pl.col(m).min().alias(f"mn{i}"), pl.col(m).max().alias(f"mx{i}"),
+            step.min().alias(f"s0{i}"), top.alias(f"s1{i}"), wmax.alias(f"w{i}"), ordv.alias(f"o{i}"),
+            pl.col(m).filter(pl.col("_ord") == ordv).first().alias(f"v{i}"),
+        ]
+    row = df.select(exprs).row(0, named=True)
+    out: dict[str, dict[str, Any]] = {}
+    for i, m in enumerate(metrics):
+        count = int(row[f"c{i}"] or 0)
+        if count == 0:
+            continue
+        out[m] = {
+            "metric_name": m, "count": count, "finite_count": count, "non_finite_count": 0,
+            "min_step": row[f"s0{i}"], "max_step": row[f"s1{i}"], "min_value": row[f"mn{i}"],
+            "max_value": row[f"mx{i}"], "latest_step": row[f"s1{i}"], "latest_wall_time": row[f"w{i}"],
+            "latest_value": row[f"v{i}"], "_ordinal": row[f"o{i}"],
+        }
+    return out
+
+
 def _min(a: Any, b: Any) -> Any:
     if a is None:
         return b

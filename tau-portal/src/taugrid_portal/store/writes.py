@@ -202,7 +202,7 @@ class _Producer:
         return False
 
     def _run(self) -> None:
-        from .summaries import summarize_frame
+        from .summaries import summarize_frame, summarize_wide
 
         rows = 0
         try:
@@ -221,8 +221,11 @@ class _Producer:
                         except StopIteration as stop:
                             fstats = stop.value
                             break
-                        summary = summarize_frame(block.frame, ordinal_offset=rows)
-                        rows += block.frame.height
+                        if block.wide is not None:
+                            summary = summarize_wide(block.wide, ordinal_offset=rows)
+                        else:
+                            summary = summarize_frame(block.frame, ordinal_offset=rows)
+                        rows += max(block.frame.height, 0 if block.wide is None else block.wide.height)
                         if not self._put(("block", (path, block.frame, summary))):
                             return
                 if not self._put(("file", (fstats, copy_path))):
@@ -704,39 +707,43 @@ def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, 
                str(rec["run_id"]), rec.get("unit") or "", rec.get("source") or source, rec.get("split") or "",
                tags_json)
         by_run.setdefault(key, []).append(rec)
-    out = {"files": [], "reused": 0, "rows": 0}
-    for (project, group, run, unit, rsource, split, tags_json), recs in sorted(by_run.items()):
-        validate_id("run", run)
-        validate_id("project", project)
-        validate_id("group", group)
-        rows = []
-        for r in recs:
-            wt = r.get("wall_time")
-            if isinstance(wt, str):
-                from ._util import parse_time
+    out: dict[str, Any] = {"files": [], "reused": 0, "rows": 0}
+    staged_items: list[tuple[str, str, str, str, str, Path, str, MetricFileWriter]] = []
+    try:
+        for (project, group, run, unit, rsource, split, tags_json), recs in sorted(by_run.items()):
+            validate_id("run", run)
+            validate_id("project", project)
+            validate_id("group", group)
+            rows = []
+            for r in recs:
+                wt = r.get("wall_time")
+                if isinstance(wt, str):
+                    from ._util import parse_time
 
-                wt = int(parse_time(wt, what="wall_time").timestamp() * 1_000_000)
-            elif isinstance(wt, datetime):
-                wt = int(wt.timestamp() * 1_000_000)
-            elif isinstance(wt, (int, float)):  # Unix seconds
-                wt = round(wt * 1_000_000)
-            rows.append((str(r["metric_name"]), None if r.get("step") is None else int(r["step"]), wt,
-                         float(r["value"])))
-        req = request_hash({"sink": rsource, "project": project, "group": group, "run": run, "unit": unit,
-                            "split": split, "tags": tags_json, "rows": [[*row[:3], repr(row[3])] for row in rows]})
-        file_id = f"sink-{run}-{req[:12]}"
-        staged = _staging(store, ".parquet")
-        try:
+                    wt = int(parse_time(wt, what="wall_time").timestamp() * 1_000_000)
+                elif isinstance(wt, datetime):
+                    wt = int(wt.timestamp() * 1_000_000)
+                elif isinstance(wt, (int, float)):  # Unix seconds
+                    wt = round(wt * 1_000_000)
+                rows.append((str(r["metric_name"]), None if r.get("step") is None else int(r["step"]), wt,
+                             float(r["value"])))
+            req = request_hash({"sink": rsource, "project": project, "group": group, "run": run, "unit": unit,
+                                "split": split, "tags": tags_json,
+                                "rows": [[*row[:3], repr(row[3])] for row in rows]})
+            staged = _staging(store, ".parquet")
             writer = MetricFileWriter(staged, project=project, run_group_id=group, run_id=run,
                                       source=rsource, unit=unit or None, split=split or None)
+            staged_items.append((project, group, run, req, f"sink-{run}-{req[:12]}", staged, "", writer))
             frame = pl.DataFrame(
                 {"metric_name": [r[0] for r in rows], "step": [r[1] for r in rows],
                  "wall_time_us": [r[2] for r in rows], "value": [r[3] for r in rows]},
                 schema={"metric_name": pl.String, "step": pl.Int64, "wall_time_us": pl.Int64, "value": pl.Float64},
             )
             writer.write(frame, json.loads(tags_json) if tags_json else {})
-            digest = writer.close()
-            with store.writing() as txn:
+            staged_items[-1] = (*staged_items[-1][:6], writer.close() or "", writer)
+        # one transaction for the whole batch: one lock round-trip, one commit
+        with store.writing() as txn:
+            for project, group, run, req, file_id, staged, digest, writer in staged_items:
                 if store.check_idempotency(txn, file_id, req, command="telemetry sink", target_type="run",
                                            target_id=run):
                     out["reused"] += 1
@@ -750,11 +757,11 @@ def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, 
                 _ensure_identity(store, txn, project=project, group=group, experiment=None, run=run_row, tags={},
                                  ts=ts, mode="ensure")
                 rel = f"{METRICS}/project={project}/group={group}/run={run}/sink-{req[:12]}.parquet"
-                _commit_metric_file(txn, file_id=file_id, rel_path=rel, staged=staged, digest=digest or "",
+                _commit_metric_file(txn, file_id=file_id, rel_path=rel, staged=staged, digest=digest,
                                     writer=writer, created_at=ts)
                 out["files"].append(file_id)
                 out["rows"] += writer.rows
-        finally:
-            staged.unlink(missing_ok=True)
+    finally:
+        for item in staged_items:
+            item[5].unlink(missing_ok=True)
     return out
-
