@@ -221,3 +221,29 @@ def test_validate_checks_the_snapshot_offline(tau_cli, project: Path) -> None:  
     assert r.exit_code == 1, r
     assert "tau/prof.yaml:9:3: policy.queue: policy.queue=elsewhere conflicts with authoritative workload profile" \
         in r.stderr
+
+
+def test_managed_shapes_are_explained_on_run(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    (project / "tau" / "wf.yaml").write_text("schema_version: 1\nname: wf\n")
+    r = tau_cli("run", "wf", "--dry-run=client")
+    assert r.exit_code == 1 and "Python SDK" in r.stderr, r
+    (project / "tau" / "delegate.yaml").write_text("name: d\nengine: job\nworkflow:\n  file: wf.yaml\n")
+    r = tau_cli("run", "delegate", "--dry-run=client")
+    assert r.exit_code == 1 and "workflow.file" in r.stderr and "Traceback" not in r.stderr, r
+
+
+def test_validate_name_is_a_target_or_a_name(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    (project / "tau.yaml").write_text(KIND.replace("entrypoint: train.sh\n", ""))
+    sub = project / "sub"
+    sub.mkdir()
+    import os
+
+    old = os.getcwd()
+    os.chdir(sub)
+    try:
+        r = tau_cli("run", "validate", "smoke")  # tau/smoke.yaml, found up to the Git root
+        assert r.exit_code == 0 and "kind-smoke" in r.stdout, r
+        r = tau_cli("run", "validate", "other-name")  # not a target: names the default config's run
+        assert r.exit_code == 0 and "other-name (job)" in r.stdout, r
+    finally:
+        os.chdir(old)

@@ -7,8 +7,9 @@ from typing import Any
 
 from tau_core.config import ConfigValidationError, ManagedManifestError
 from tau_core.config.loader import display_path, load_yaml_file
-from tau_core.config.targets import Target, _target_file, resolve_target
+from tau_core.config.targets import Target, resolve_target
 from tau_core.config.validate import validate_document
+from tau_core.errors import NotFoundError, UsageError
 from tau_run.reporting import fail_with_issues, print_warnings
 
 
@@ -18,13 +19,10 @@ def find_config(name: str | None, config: Path | None, project: str | None) -> t
         target = resolve_target(name, config=config, project=project)
         return target, name
     if name is not None:
-        cwd = Path.cwd()
-        if _target_file(cwd, name) is not None or project is not None:
-            try:
-                return resolve_target(name, project=project), None
-            except Exception:
-                if project is not None:
-                    raise
+        try:
+            return resolve_target(name, project=project), None
+        except (NotFoundError, UsageError):
+            pass  # not a target: NAME overrides the name of the default config
     return resolve_target(None, project=project), name
 
 
