@@ -94,10 +94,12 @@ def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
     # The workload runs as a child so that TERM/INT (preemption, cancel) reach it while the
     # wrappers still get to record the outcome.
     lines += [
-        "tau_rc=0",
+        'tau_rc=0; tau_child=""; tau_term=0',
+        'tau_forward() { tau_term=1; if [ -n "$tau_child" ]; then kill -TERM "$tau_child" 2>/dev/null || true; fi; }',
+        "trap tau_forward TERM INT",
         f"{core_line} &",
         "tau_child=$!",
-        'trap "kill -TERM $tau_child 2>/dev/null || true" TERM INT',
+        'if [ "$tau_term" -eq 1 ]; then kill -TERM "$tau_child" 2>/dev/null || true; fi',
         'while :; do wait "$tau_child" && tau_rc=0 || tau_rc=$?; kill -0 "$tau_child" 2>/dev/null || break; done',
         "trap - TERM INT",
     ]

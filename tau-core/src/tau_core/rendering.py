@@ -465,7 +465,7 @@ def workload_annotations(
     tags: dict[str, str] = {}
     if workspace:
         tags["workspace"] = str(workspace)
-    if project or experiment or tags:
+    if tags:
         ann[keys.STELLAR_TAGS] = canonical_json(tags)
     ann.update(profile_stamps(request))
     if execution:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -122,10 +123,15 @@ def test_term_reaches_the_workload_and_wrappers_record_it(tmp_path: Path) -> Non
     done = tmp_path / "complete"
     core = "bash -c 'trap \"echo got-term; exit 7\" TERM; echo ready; while :; do sleep 0.1; done'"
     script = rs.compose([], core, rs.Wrappers(completion_file=str(done)))
-    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready"
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
+    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     assert "got-term" in out and proc.returncode == 7
     assert json.loads(done.read_text()) == {"exit_code": 7}
