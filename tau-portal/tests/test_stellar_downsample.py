@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taugrid_portal.stellar.downsample import downsample_frame, downsample_points
+from taugrid_portal.stellar.downsample import downsample_frame, downsample_points, downsample_runs
 
 values = st.one_of(
     st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
@@ -47,6 +47,27 @@ def test_frame_matches_reference_and_keeps_extremes(a: list, b: list, budget: in
             assert ref.steps[0] == min(finite) and ref.steps[-1] == max(finite)
         if finite and budget == 1:
             assert ref.steps == [max(finite)]
+
+
+file_rows = st.lists(
+    st.tuples(st.sampled_from(["run-a", "run-b"]), st.sampled_from(["loss", "acc"]),
+              st.integers(min_value=0, max_value=60), values),
+    max_size=200,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=file_rows, budget=st.integers(min_value=1, max_value=30), contiguous=st.booleans())
+def test_file_layout_fast_path_matches_general_path(rows: list, budget: int, contiguous: bool) -> None:
+    if contiguous:  # the usual metric-file layout: one block per series, steps increasing
+        rows = sorted({(r, m, s): v for r, m, s, v in rows}.items())
+        rows = [(r, m, s, v) for (r, m, s), v in rows]
+    frame = pl.DataFrame(rows, schema={"run_id": pl.String, "metric_name": pl.String, "step": pl.Int64,
+                                       "value": pl.Float64}, orient="row")
+    fast = downsample_runs(frame, budget)
+    general = downsample_frame(frame, budget, by=("run_id", "metric_name"))
+    general = general.filter(pl.col("finite_points") > 0).select(fast.columns)
+    assert fast.to_dicts() == general.to_dicts()
 
 
 def test_large_series_is_reduced_deterministically() -> None:

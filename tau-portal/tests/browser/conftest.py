@@ -104,7 +104,7 @@ class PageProbe:
 
     def open(self, url: str) -> Any:
         self.page.goto(url)
-        self.page.wait_for_function("window.stellar && window.stellar.ready === true", timeout=30000)
+        self.page.wait_for_function("() => window.stellar && window.stellar.ready === true", timeout=30000)
         return self.page
 
 

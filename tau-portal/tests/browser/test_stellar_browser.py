@@ -85,7 +85,7 @@ def test_hover_updates_legend_values(probe: Any, tmp_path: Path, snapshot: dict)
     over = fig.locator(".u-over")
     box = over.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.1, box["y"] + box["height"] / 2)
-    page.wait_for_function("document.querySelector('figure.chart [data-legend-step]').textContent.startsWith('step')")
+    page.wait_for_function("() => document.querySelector('figure.chart [data-legend-step]').textContent.startsWith('step')")
     step_text = header.inner_text()
     hovered = _legend_values(page)
     assert hovered != before
@@ -95,7 +95,7 @@ def test_hover_updates_legend_values(probe: Any, tmp_path: Path, snapshot: dict)
     idx = max(i for i, s in enumerate(series["steps"]) if s <= step)
     assert float(hovered[0]) == pytest.approx(series["values"][idx], rel=1e-5)
     page.mouse.move(box["x"] + box["width"] * 0.8, box["y"] + box["height"] / 2)
-    page.wait_for_function(f"document.querySelector('figure.chart [data-legend-step]').textContent !== {step_text!r}")
+    page.wait_for_function(f"() => document.querySelector('figure.chart [data-legend-step]').textContent !== {step_text!r}")
     assert _legend_values(page) != hovered
     assert probe.console_errors() == []
 
@@ -114,7 +114,7 @@ def test_drag_zoom_and_double_click_reset(probe: Any, tmp_path: Path, snapshot: 
     assert zoomed[0] > full[0] and zoomed[1] < full[1]
     assert zoomed[1] - zoomed[0] < (full[1] - full[0]) * 0.5
     over.dblclick(position={"x": box["width"] * 0.5, "y": box["height"] / 2})
-    page.wait_for_function(f"window.stellar.charts[0].u.scales.x.max >= {full[1]}")
+    page.wait_for_function(f"() => window.stellar.charts[0].u.scales.x.max >= {full[1]}")
     assert _chart(page, 0, "[u.scales.x.min, u.scales.x.max]") == full
     # The reset button restores every chart too.
     page.mouse.move(box["x"] + box["width"] * 0.2, y)
@@ -131,13 +131,13 @@ def test_log_scale_and_smoothing(probe: Any, tmp_path: Path, snapshot: dict) -> 
     page = probe.open(_page_file(tmp_path, snapshot))
     assert _chart(page, 0, "u.scales.y.distr") == 1
     page.check("#log-scale")
-    page.wait_for_function("window.stellar.charts[0].u && window.stellar.charts[0].u.scales.y.distr === 3")
+    page.wait_for_function("() => window.stellar.charts[0].u && window.stellar.charts[0].u.scales.y.distr === 3")
     assert _chart(page, 1, "u.scales.y.distr") == 3
     page.uncheck("#log-scale")
-    page.wait_for_function("window.stellar.charts[0].u.scales.y.distr === 1")
+    page.wait_for_function("() => window.stellar.charts[0].u.scales.y.distr === 1")
     raw = _chart(page, 0, "u.data[1].slice(0, 20)")
     page.locator("#smoothing").fill("0.9")
-    page.wait_for_function("document.getElementById('smoothing-value').textContent === '0.90'")
+    page.wait_for_function("() => document.getElementById('smoothing-value').textContent === '0.90'")
     smoothed = _chart(page, 0, "u.data[1].slice(0, 20)")
     assert smoothed[0] == pytest.approx(raw[0])  # the debiased EMA starts at the first value
     assert smoothed[1:] != raw[1:]
@@ -194,7 +194,7 @@ def test_served_page_zoom_fetches_detail(probe: Any, served: str) -> None:
         page.mouse.up()
     assert resp.value.status == 200
     assert resp.value.headers["x-content-type-options"] == "nosniff"
-    page.wait_for_function("document.querySelector('figure.chart [data-density]').textContent.includes('zoomed')")
+    page.wait_for_function("() => document.querySelector('figure.chart [data-density]').textContent.includes('zoomed')")
     page.click("#reset-zoom")
-    page.wait_for_function("!document.querySelector('figure.chart [data-density]').textContent.includes('zoomed')")
+    page.wait_for_function("() => !document.querySelector('figure.chart [data-density]').textContent.includes('zoomed')")
     assert probe.console_errors() == []

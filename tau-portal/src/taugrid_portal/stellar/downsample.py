@@ -133,13 +133,13 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
     messy_keys = stats.filter(pl.col("_min_gap") <= 0).select(keys)
     if messy_keys.height:
         messy = (
-            finite.join(messy_keys, on=keys, how="semi")
+            finite.join(messy_keys, on=keys, how="semi", maintain_order="left")
             .with_row_index("_order")
             .sort([*keys, "step", "_order"])
             .unique(subset=[*keys, "step"], keep="last", maintain_order=True)
             .drop("_order")
         )
-        finite = pl.concat([finite.join(messy_keys, on=keys, how="anti"), messy])
+        finite = pl.concat([finite.join(messy_keys, on=keys, how="anti", maintain_order="left"), messy])
     per = finite.group_by(keys).agg(
         pl.len().alias("finite_points"),
         pl.col("step").min().alias("_first"),
@@ -158,7 +158,7 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
     # pick the smallest step on ties, like the reference implementation.
     extremes = (
         finite.lazy()
-        .join(per.lazy(), on=keys, how="inner")
+        .join(per.lazy(), on=keys, how="inner", maintain_order="left")
         .with_columns(bucket.alias("_b"))
         .group_by([*keys, "_b"])
         .agg(
@@ -205,6 +205,104 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
         )
     )
     return out.sort(keys)
+
+
+_KEYS = ["run_id", "metric_name"]
+
+
+def _out_schema() -> dict[str, Any]:
+    import polars as pl
+
+    return {"run_id": pl.String, "metric_name": pl.String, "steps": pl.List(pl.Int64),
+            "values": pl.List(pl.Float64), "finite_points": pl.Int64}
+
+
+def _segments(data: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Number the contiguous blocks of one series (``_seg``) and describe each block.
+
+    ``run_id`` and ``metric_name`` are categorical, so a block boundary is an integer compare.
+    """
+    import polars as pl
+
+    pair = (pl.col("run_id").to_physical().cast(pl.Int64) * (1 << 32)
+            + pl.col("metric_name").to_physical().cast(pl.Int64))
+    data = data.with_columns(pair.rle_id().cast(pl.Int64).alias("_seg")).with_columns(pl.col("_seg").set_sorted())
+    segs = data.group_by("_seg", maintain_order=True).agg(
+        pl.col("run_id").first(), pl.col("metric_name").first(),
+        pl.col("step").first().alias("_first"), pl.col("step").last().alias("_last"),
+        pl.len().cast(pl.Int64).alias("_n"), pl.col("step").diff().min().alias("_gap"),
+    )
+    return data, segs.with_columns((pl.col("_n").cum_sum() - pl.col("_n")).alias("_start"))
+
+
+def downsample_runs(frame: pl.DataFrame, budget: int) -> pl.DataFrame:
+    """Downsample every ``(run_id, metric_name)`` series of a frame read straight from metric files.
+
+    ``frame`` has ``run_id, metric_name, step, value`` in file order. The result equals
+    :func:`downsample_frame` with ``by=("run_id", "metric_name")`` (``run_id, metric_name, steps,
+    values, finite_points``), but is built for the usual layout of a metric file — each series one
+    contiguous block of strictly increasing steps — where every grouping runs over sorted slices
+    instead of hash tables. Series that do not fit that layout take the general path.
+    """
+    import polars as pl
+
+    if budget < 1:
+        raise ValueError("max points must be at least 1")
+    schema = _out_schema()
+    data = frame.select(
+        pl.col("run_id").cast(pl.Categorical), pl.col("metric_name").cast(pl.Categorical),
+        pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64),
+    ).filter(pl.col("step").is_not_null() & pl.col("value").is_finite().fill_null(False))
+    if data.height == 0:
+        return pl.DataFrame(schema=schema)
+    data, segs = _segments(data)
+    bad = ((segs["_gap"] <= 0).fill_null(False) | segs.select(pl.len().over(_KEYS) > 1).to_series())
+    parts = []
+    if bad.any():
+        row_bad = pl.lit(bad).gather(pl.col("_seg"))
+        slow = data.filter(row_bad).select(*(pl.col(k).cast(pl.String) for k in _KEYS), "step", "value")
+        parts.append(downsample_frame(slow, budget, by=_KEYS).select(list(schema)))
+        data = data.filter(~row_bad).drop("_seg")  # filter keeps row order
+        if data.height == 0:
+            return pl.concat(parts).sort(_KEYS)
+        data, segs = _segments(data)
+    starts = segs["_start"]
+    ends = segs["_start"] + segs["_n"] - 1
+    if budget < 4:
+        small = segs.filter(pl.col("_n") <= budget)
+        every = small.select(pl.int_ranges(pl.col("_start"), pl.col("_start") + pl.col("_n"))).to_series().explode()
+        big = segs["_n"] > budget
+        picks = pl.concat([every.cast(pl.Int64), ends.filter(big)] + ([starts.filter(big)] if budget > 1 else []))
+    else:
+        buckets = bucket_count(budget)
+        width = max(buckets, budget) + 1
+        seg = pl.col("_seg")
+        first = pl.lit(segs["_first"]).gather(seg)
+        # Within-budget series keep every point (one bucket per row); the rest bucket by step.
+        bucket = (
+            pl.when(pl.lit(segs["_n"] <= budget).gather(seg))
+            .then(pl.int_range(pl.len(), dtype=pl.Int64) - pl.lit(segs["_start"]).gather(seg))
+            .otherwise((pl.col("step") - first) * buckets // (pl.lit(segs["_last"]).gather(seg) - first + 1))
+        )
+        keyed = (
+            data.lazy().select((seg * width + bucket).alias("_key"), "value").collect()
+            .with_columns(pl.col("_key").set_sorted())
+        )
+        # Groups are contiguous slices in step order: arg_min / arg_max pick the smallest step on ties.
+        grouped = keyed.group_by("_key", maintain_order=True).agg(
+            pl.col("value").arg_min().alias("_amin"), pl.col("value").arg_max().alias("_amax"),
+            pl.len().cast(pl.Int64).alias("_gn"),
+        )
+        offset = grouped["_gn"].cum_sum() - grouped["_gn"]
+        picks = pl.concat([offset + grouped["_amin"].cast(pl.Int64), offset + grouped["_amax"].cast(pl.Int64),
+                           starts, ends])
+    picked = data.select("_seg", "step", "value")[picks.unique().sort()]
+    series = picked.group_by("_seg", maintain_order=True).agg(
+        pl.col("step").alias("steps"), pl.col("value").alias("values")
+    )
+    meta = segs.select("_seg", *(pl.col(k).cast(pl.String) for k in _KEYS), pl.col("_n").alias("finite_points"))
+    parts.append(meta.join(series, on="_seg", how="left").select(list(schema)))
+    return pl.concat(parts).sort(_KEYS)
 
 
 def display_value(value: float) -> float:

@@ -18,9 +18,10 @@ import math
 import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from tau_core.errors import UsageError
+from tau_core.errors import ConfigError, NotFoundError, UsageError
 
 from . import downsample
 
@@ -128,29 +129,19 @@ def _target_runs(store: Any, target: str) -> tuple[Any, list[Any]]:
     return resolved, runs
 
 
-def chart_series(
-    store: Any,
-    run_ids: Sequence[str],
+def _assemble_chart(
     metric: str,
+    run_ids: Sequence[str],
+    rows: dict[str, dict[str, Any]],
     budget: int,
     colors: dict[str, str],
-    *,
-    start_step: int | None = None,
-    end_step: int | None = None,
 ) -> dict[str, Any]:
-    """One metric across runs, downsampled: the ``charts[]`` element (and the series API body)."""
-    import polars as pl
-
-    frame = store.series(list(run_ids), metric, start_step=start_step, end_step=end_step)
-    sampled = downsample.downsample_frame(frame.select("run_id", "step", "value"), budget)
+    """The ``charts[]`` element for ``metric`` from per-run sampled rows (steps, values, counts)."""
     series: list[dict[str, Any]] = []
-    by_run = {row["run_id"]: row for row in sampled.with_columns(
-        pl.col("values").list.eval(pl.element().round_sig_figs(downsample.DISPLAY_SIG_FIGS))
-    ).iter_rows(named=True)}
     x_min = x_max = y_min = y_max = None
     totals = {"source_points": 0, "finite_points": 0, "rendered_points": 0, "non_finite_points": 0}
     for rid in run_ids:
-        row = by_run.get(rid)
+        row = rows.get(rid)
         if row is None:
             continue
         steps, values = row["steps"], row["values"]
@@ -167,10 +158,8 @@ def chart_series(
             "decimated": meta["decimated"],
             "sampling": meta,
         })
-        totals["source_points"] += row["source_points"]
-        totals["finite_points"] += row["finite_points"]
-        totals["non_finite_points"] += row["non_finite_points"]
-        totals["rendered_points"] += len(steps)
+        for key in totals:
+            totals[key] += len(steps) if key == "rendered_points" else row[key]
         if steps:
             x_min = steps[0] if x_min is None else min(x_min, steps[0])
             x_max = steps[-1] if x_max is None else max(x_max, steps[-1])
@@ -190,6 +179,80 @@ def chart_series(
         "max_points_per_series": budget,
         "series": series,
     }
+
+
+def _rounded(frame: Any) -> Any:
+    import polars as pl
+
+    return frame.with_columns(pl.col("values").list.eval(pl.element().round_sig_figs(downsample.DISPLAY_SIG_FIGS)))
+
+
+def chart_series(
+    store: Any,
+    run_ids: Sequence[str],
+    metric: str,
+    budget: int,
+    colors: dict[str, str],
+    *,
+    start_step: int | None = None,
+    end_step: int | None = None,
+) -> dict[str, Any]:
+    """One metric across runs through ``store.series`` (optionally a step range), downsampled."""
+    frame = store.series(list(run_ids), metric, start_step=start_step, end_step=end_step)
+    sampled = _rounded(downsample.downsample_frame(frame.select("run_id", "step", "value"), budget))
+    rows = {row["run_id"]: row for row in sampled.iter_rows(named=True)}
+    return _assemble_chart(metric, run_ids, rows, budget, colors)
+
+
+def load_points(store: Any, run_ids: Sequence[str]) -> Any:
+    """Every scalar point of ``run_ids`` in one pass over their immutable metric files.
+
+    Files are read in write order (``created_at``, ``file_id``), so later writes of a step win.
+    """
+    import polars as pl
+
+    root = Path(store.root).resolve()
+    wanted = set(run_ids)
+    scans = []
+    for f in store.metric_files(list(run_ids)):
+        if f.get("run_id") not in wanted or (f.get("format") or "parquet") != "parquet":
+            continue
+        path = (root / f["path"]).resolve()
+        if not path.is_relative_to(root):
+            raise ConfigError(f"metric file {f['path']!r} in {root} escapes the store root")
+        scans.append(pl.scan_parquet(path).select(
+            pl.col("run_id").cast(pl.Categorical), pl.col("metric_name").cast(pl.Categorical),
+            pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64),
+        ))
+    if not scans:
+        return pl.DataFrame(schema={"run_id": pl.Categorical, "metric_name": pl.Categorical, "step": pl.Int64,
+                                    "value": pl.Float64})
+    # Each file belongs to one run (the index says which); rows of any other run are ignored later.
+    return pl.concat(scans).collect()
+
+
+def all_charts(
+    store: Any,
+    run_ids: Sequence[str],
+    metrics: Sequence[str],
+    summaries: dict[tuple[str, str], dict[str, Any]],
+    budget: int,
+    colors: dict[str, str],
+) -> list[dict[str, Any]]:
+    """Every metric's chart from one read of the metric files (the dashboard path)."""
+    sampled = _rounded(downsample.downsample_runs(load_points(store, run_ids), budget))
+    by_metric: dict[str, dict[str, dict[str, Any]]] = {m: {} for m in metrics}
+    for row in sampled.iter_rows(named=True):
+        rows = by_metric.get(row["metric_name"])
+        if rows is None:
+            continue
+        summary = summaries.get((row["run_id"], row["metric_name"]), {})
+        count = int(summary.get("count") or 0)
+        non_finite = int(summary.get("non_finite_count") or 0)
+        row["source_points"] = max(count, row["finite_points"] + non_finite)
+        row["non_finite_points"] = non_finite
+        rows[row["run_id"]] = row
+    return [_assemble_chart(m, run_ids, by_metric[m], budget, colors) for m in metrics]
 
 
 def _cards(metrics: Sequence[str], runs: Sequence[Any], summaries: dict[tuple[str, str], dict[str, Any]]) -> list:
@@ -250,7 +313,7 @@ def build_snapshot(
 
     series_count = sum(1 for _ in summary_rows)
     budget = series_budget(max_points, series_count)
-    charts = [chart_series(store, run_ids, m, budget, colors) for m in ordered]
+    charts = all_charts(store, run_ids, ordered, summaries, budget, colors)
 
     run_views = []
     for run in runs:
@@ -365,14 +428,10 @@ def build_series(
     colors = {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(run_ids)}
     if run_id is not None:
         if run_id not in run_ids:
-            from tau_core.errors import NotFoundError
-
             raise NotFoundError(f"run {run_id!r} is not part of target {target!r}")
         run_ids = [run_id]
     names = store.metric_names(run_ids) if run_ids else []
     if metric not in names:
-        from tau_core.errors import NotFoundError
-
         raise NotFoundError(f"metric {metric!r} was not recorded for target {target!r}")
     chart = chart_series(store, run_ids, metric, max_points, colors, start_step=start_step, end_step=end_step)
     warnings = [] if chart["has_data"] else ["no scalar metric points matched the series query"]
