@@ -353,3 +353,23 @@ def test_taugrid_baseline_queue_keeps_cpu_work_off_gpu_quota(cluster: SimCluster
     assert set(wl["status"]["admission"]["podSetAssignments"][0]["flavors"].values()) == {"taugrid-default-gpu"}
     (pod,) = cluster.store.list("v1", "Pod", "team", label_selector="job-name=gpu")
     assert pod["spec"]["nodeSelector"] == {"gpu-class": "a100"} and pod["spec"]["nodeName"] == "gpu-1"
+
+
+def test_webhook_suspends_queued_jobs_at_creation(cluster: SimCluster) -> None:
+    kit.queue_setup(cluster, flavors=[kit.Flavor("default-flavor", {"cpu": "4", "memory": "16Gi"})])
+    created = cluster.store.create(kit.job("queued", cpu="1"))
+    assert created["spec"]["suspend"] is True  # mutated on the way in, before any controller ran
+    assert cluster.store.create(kit.job("free", queue=None))["spec"]["suspend"] is False
+    bare = cluster.store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "bare", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+    assert bare["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    deployment = cluster.store.create(kit.deployment("web", queue="lq"))
+    assert deployment["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
+    cluster.controllers["kueue"].enabled = False
+    assert cluster.store.create(kit.job("unmanaged", cpu="1"))["spec"]["suspend"] is False
+    cluster.controllers["kueue"].enabled = True
+    cluster.settle()
+    bare_wl = [w for w in cluster.store.list(API, "Workload", "team") if w["metadata"]["name"].startswith("pod-bare-")]
+    assert bare_wl and kit.condition(bare_wl[0], "Admitted")["status"] == "True"
+    assert "schedulingGates" not in cluster.store.get("v1", "Pod", "team", "bare")["spec"]

@@ -53,4 +53,8 @@ def install_default_controllers(cluster: Any) -> Any:
     for name, controller in default_controllers().items():
         if name not in existing:
             cluster.add_controller(name, controller)
+    kueue = cluster.controllers.get("kueue")
+    hooks = getattr(cluster.store, "admission_hooks", None)
+    if isinstance(kueue, KueueController) and hooks is not None and kueue.admission_hook not in hooks:
+        hooks.append(kueue.admission_hook)
     return cluster

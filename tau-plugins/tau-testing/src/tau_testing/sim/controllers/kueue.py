@@ -295,6 +295,41 @@ class KueueController:
         self.label_keys_to_copy = list(label_keys_to_copy or [])
         self._sequence: dict[str, int] = {}  # creation order of the Workloads this controller made
 
+    # ---- the mutating webhook --------------------------------------------------------------------------
+
+    def admission_hook(self, operation: str, rtype: Any, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """What Kueue's mutating webhooks do when a job is created: suspend it (or gate the pod), so no pod
+        starts before admission whatever order the controllers run in. Register it in
+        ``cluster.store.admission_hooks`` (``install_default_controllers`` does)."""
+        if operation != "CREATE" or not self.enabled:
+            return
+        kind = (rtype.group, rtype.kind)
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if kind == ("apps", "Deployment"):
+            queue = labels.get(QUEUE_LABEL)
+            template = (obj.get("spec") or {}).get("template")
+            if queue and isinstance(template, dict):
+                tlabels = template.setdefault("metadata", {}).setdefault("labels", {})
+                tlabels.setdefault(QUEUE_LABEL, queue)
+            return
+        integ = {("batch", "Job"): JOB, ("ray.io", "RayJob"): RAYJOB, ("ray.io", "RayCluster"): RAYCLUSTER,
+                 ("", "Pod"): POD}.get(kind)
+        if integ is None or not labels.get(QUEUE_LABEL) or not isinstance(obj.get("spec"), dict):
+            return
+        if not _eligible(integ, obj):
+            return
+        if integ is POD:
+            if obj["spec"].get("nodeName"):
+                return
+            gates = obj["spec"].setdefault("schedulingGates", [])
+            if not any(g.get("name") == ADMISSION_GATE for g in gates if isinstance(g, dict)):
+                gates.append({"name": ADMISSION_GATE})
+            labels[MANAGED_LABEL] = "true"
+            meta["labels"] = labels
+        else:
+            obj["spec"]["suspend"] = True
+
     def reconcile(self, cluster: Any) -> bool:
         changed = False
         workloads = u.list_objects(cluster, API, "Workload")
