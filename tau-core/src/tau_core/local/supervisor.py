@@ -313,9 +313,10 @@ class Supervisor:
                                    self.plan["checkpoint_path"], attempt)
             except Exception:
                 self._diag("evidence finish failed:\n" + traceback.format_exc())
-        self.run.update(lambda r: r.update(evidence_done=True))
         self.log.tau(f"run {state.lower()}")
         self.log.close()
+        # last: readers that follow the log stop once this is set, so every line is already written
+        self.run.update(lambda r: r.update(evidence_done=True))
         return 0
 
 
