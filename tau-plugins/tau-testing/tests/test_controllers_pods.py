@@ -217,3 +217,29 @@ def test_a_new_kubelet_takes_over_without_repeating_output(cluster: SimCluster) 
     assert pod["status"]["phase"] == "Succeeded"
     assert cluster.logs.read("team", pod["metadata"]["name"], "main") == [f"line {i}" for i in range(10)]
     assert all(e.get("count", 1) == 1 for e in for_object(cluster, pod))
+
+
+def test_injected_pod_eviction_and_scheduler_preemption(cluster: SimCluster) -> None:
+    from tau_testing.sim.controllers import evict_pod
+
+    scripts_of(cluster).add({}, PodScript(run_seconds=600))
+    cluster.store.create(kit.job("pressured", queue=None, backoff_limit=0))
+    cluster.store.create(kit.job("bumped", queue=None, backoff_limit=0))
+    cluster.advance(3)
+    pressured, bumped = _pod(cluster, "pressured"), _pod(cluster, "bumped")
+    evict_pod(cluster, "team", pressured["metadata"]["name"])
+    evict_pod(cluster, "team", bumped["metadata"]["name"], preempted_by_scheduler=True)
+    cluster.settle()
+    pressured, bumped = _pod(cluster, "pressured"), _pod(cluster, "bumped")
+    assert (pressured["status"]["phase"], pressured["status"]["reason"]) == ("Failed", "Evicted")
+    assert kit.condition(pressured, "DisruptionTarget")["reason"] == "TerminationByKubelet"
+    assert {"Evicted", "Killing"} <= set(reasons(cluster, pressured))
+    assert kit.condition(bumped, "DisruptionTarget")["reason"] == "PreemptionByScheduler"
+    assert "Preempted" in reasons(cluster, bumped)
+    assert _state(bumped)["terminated"]["exitCode"] == 137
+    for name in ("pressured", "bumped"):
+        job = cluster.store.get("batch/v1", "Job", "team", name)
+        assert kit.condition(job, "Failed")["reason"] == "BackoffLimitExceeded"
+    assert cluster.logs.is_terminated("team", pressured["metadata"]["name"], "main")
+    with pytest.raises(LookupError):
+        evict_pod(cluster, "team", "nope")

@@ -13,7 +13,7 @@ from tau_testing.sim.controllers.deployments import DeploymentController
 from tau_testing.sim.controllers.jobs import JobController
 from tau_testing.sim.controllers.kuberay import KubeRayController
 from tau_testing.sim.controllers.kueue import KueueController, evict, preempt, workloads_for
-from tau_testing.sim.controllers.pods import Kubelet
+from tau_testing.sim.controllers.pods import Kubelet, evict_pod
 from tau_testing.sim.controllers.scheduler import Scheduler, add_node
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "add_node",
     "default_controllers",
     "evict",
+    "evict_pod",
     "install_default_controllers",
     "preempt",
     "workloads_for",

@@ -614,3 +614,64 @@ def kill_pod(cluster: Any, pod: dict[str, Any]) -> bool:
                               host=node_name, field_path=f"spec.containers{{{st['name']}}}")
     ns, name = u.key(pod)
     return u.delete(cluster, "v1", "Pod", ns, name)
+
+
+def evict_pod(cluster: Any, namespace: str, name: str, *, message: str | None = None,
+              preempted_by_scheduler: bool = False) -> dict[str, Any]:
+    """Evict a bound, running pod now, the way the kubelet does under node pressure (``status.reason:
+    Evicted``, phase Failed, ``DisruptionTarget``, ``Evicted`` and ``Killing`` events), or as the scheduler's
+    preemption does (``preempted_by_scheduler``: ``DisruptionTarget`` reason ``PreemptionByScheduler`` and a
+    ``Preempted`` event). Use it to inject a disruption at any moment instead of scripting ``evict_after``."""
+    pod = u.get(cluster, "v1", "Pod", namespace, name)
+    if pod is None:
+        raise LookupError(f"pod {namespace}/{name} not found")
+    if u.pod_is_terminal(pod):
+        return pod
+    when = u.now(cluster)
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    status = copy.deepcopy(pod.get("status") or {})
+    conditions = status.setdefault("conditions", [])
+    status["phase"] = "Failed"
+    if preempted_by_scheduler:
+        text = message or f"default-scheduler: {PREEMPT_MESSAGE}"
+        u.set_condition(conditions, "DisruptionTarget", "True", "PreemptionByScheduler", text, when,
+                        probe_times=True)
+    else:
+        text = message or "The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki. "
+        status["reason"], status["message"] = "Evicted", text
+        u.set_condition(conditions, "DisruptionTarget", "True", "TerminationByKubelet", text, when,
+                        probe_times=True)
+    for ctype in ("ContainersReady", "Ready"):
+        u.set_condition(conditions, ctype, "False", "PodFailed", "", when, probe_times=True)
+    running = []
+    for st in status.get("containerStatuses") or []:
+        state = st.get("state") or {}
+        if "terminated" in state:
+            continue
+        started = (state.get("running") or {}).get("startedAt")
+        if started:
+            running.append(st["name"])
+        st["state"] = {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": started or u.ts(when),
+                                      "finishedAt": u.ts(when), "containerID": st.get("containerID", "")}}
+        st["ready"] = False
+        st["started"] = False
+    _order_conditions(conditions)
+    pod["status"] = status
+    stored = u.update_status(cluster, pod)
+    if stored is None:
+        raise RuntimeError(f"pod {namespace}/{name} changed while being evicted; try again")
+    if preempted_by_scheduler:
+        preemptor = u.hex_hash("preemptor", pod["metadata"]["uid"], length=32)
+        preemptor = f"{preemptor[:8]}-{preemptor[8:12]}-{preemptor[12:16]}-{preemptor[16:20]}-{preemptor[20:]}"
+        events.record(cluster, stored, "Preempted", f"Preempted by pod {preemptor} on node {node_name}",
+                      component="default-scheduler")
+    else:
+        events.record(cluster, stored, "Evicted", text, type="Warning", component=COMPONENT, host=node_name)
+    for cname in running:
+        events.record(cluster, stored, "Killing", f"Stopping container {cname}", component=COMPONENT,
+                      host=node_name, field_path=f"spec.containers{{{cname}}}")
+    logs = getattr(cluster, "logs", None)
+    if logs is not None:
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            logs.mark_terminated(namespace, name, c["name"])
+    return stored
