@@ -307,16 +307,16 @@ def test_logs_follow_until_completion(taugrid_factory, tau_cli, repo: Path) -> N
 
 # -- run get --------------------------------------------------------------------------------------------
 
-STORAGE = "storage:\n  data_pvc: blob-training\n  output: /data/runs/art\n"
+STORAGE = "storage:\n  data_pvc: blob-training\n  output: /data/projects/aurora/runs/art\n"  # under the workspace output root
 
 
 def test_run_get_artifact_and_hostile_paths(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:  # noqa: F811
-    taugrid_cluster.write("runs/art/metrics.json", '{"loss": 0.25}\n')
+    taugrid_cluster.write("projects/aurora/runs/art/metrics.json", '{"loss": 0.25}\n')
     write_target(repo, "art", extra=STORAGE)
     assert tau_cli("run", "art", *NS).exit_code == 0
     r = tau_cli("run", "get", "art", *NS)
     assert r.exit_code == 0, r
-    assert "PATH: /data/runs/art" in r.stdout and "metrics.json" in r.stdout
+    assert "PATH: /data/projects/aurora/runs/art" in r.stdout and "metrics.json" in r.stdout
     r = tau_cli("run", "get", "art", *NS, "--artifact", "metrics.json", "-o", "raw")
     assert r.stdout == '{"loss": 0.25}\n'
     r = tau_cli("run", "get", "art", *NS, "-o", "json")
@@ -375,8 +375,9 @@ def test_researcher_without_permission_gets_a_clear_forbidden_error(taugrid_fact
     write_target(repo, "nope")
     r = tau_cli("run", "nope", *NS)
     assert r.exit_code == 1
-    assert 'error: forbidden: you may not create jobs.batch in namespace "aurora"' in r.stderr
-    assert "ask your platform team" in r.stderr
+    # refused while resolving the workspace (its LocalQueue), before anything is created
+    assert 'error: forbidden: you may not get localqueues.kueue.x-k8s.io in namespace "aurora"' in r.stderr
+    assert "tau-researcher-v1 role" in r.stderr
     r = tau_cli("run", "status", "nope", *NS)
     assert r.exit_code == 1 and "forbidden: you may not get jobs.batch" in r.stderr
     assert "Traceback" not in r.stderr

@@ -16,3 +16,13 @@ def tau_register_execution_backends(register: Any) -> None:
              help="Jobs and RayJobs on a Kubernetes cluster, queued through Kueue")
     register("local", "tau_core.local.backend:LocalBackend",
              help="supervised local processes on this machine")
+
+
+@hookimpl
+def tau_register_resolvers(register: Any) -> None:
+    register("live-workspace-connection", "tau_core.workspace.resolvers:resolve_connection",
+             kind="workspace-connection")
+    register("live-workspace-defaults", "tau_core.workspace.resolvers:resolve_workspace_defaults",
+             kind="workspace-defaults")
+    register("live-workload-profile", "tau_core.workspace.resolvers:resolve_workload_profile",
+             kind="workload-profile")

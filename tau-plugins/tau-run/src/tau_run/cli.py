@@ -41,7 +41,9 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dry-run", "dry_run", type=click.Choice(["client", "server", "none"]), default=None,
                      help="client: render locally and print; server: validate against the API server; none: submit."),
         click.option("-n", "--namespace", help="Namespace (overrides config, workspace and connection)."),
-        click.option("--context", "kube_context", envvar="TAU_CONTEXT",
+        # TAU_CONTEXT is read by resolution itself, so its source (flag or env) stays visible and a
+        # TAU_CONTEXT that contradicts the repository descriptor can be reported.
+        click.option("--context", "kube_context",
                      help="Kubernetes context (default: $TAU_CONTEXT or the repository connection)."),
         click.option("--workspace", help="TauWorkspace supplying namespace, queue and output defaults."),
         click.option("--project", help="Project in tau.projects.yaml (monorepos)."),

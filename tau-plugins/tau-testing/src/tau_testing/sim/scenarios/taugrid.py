@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tau_core.config.profiles import profile_set_hash
 from tau_testing.paths import repo_root
 
 SYSTEM_NAMESPACE = "tau-system"
@@ -43,7 +44,6 @@ RESEARCHER_GROUP = "aurora-researchers"
 OUTSIDER = "outsider"
 ROLE = "tau-researcher-v1"
 OUTPUT_ROOT = "/data/projects/aurora/runs"
-PROFILE_SET_HASH = "sha256:5f0c1d2e3a4b"
 TAU_CLUSTER_GENERATION = 1
 HELPER_MOUNT = "/tau-pvc"
 RBAC = "rbac.authorization.k8s.io/v1"
@@ -317,7 +317,7 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
                     "desiredStateHash": "0" * 64,
                     "nodes": {"observed": 3, "ready": 3, "drifted": 0},
                     "workloadProfiles": {"observedGeneration": TAU_CLUSTER_GENERATION, "observed": len(profiles),
-                                         "ready": len(profiles), "drifted": 0, "profileSetHash": PROFILE_SET_HASH,
+                                         "ready": len(profiles), "drifted": 0, "profileSetHash": profile_set_hash(resolved),
                                          "profiles": resolved},
                     "managedResources": [],
                     "conditions": [cond("NodesReady", "NodeReconciliationReady"),
