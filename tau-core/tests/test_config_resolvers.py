@@ -42,9 +42,9 @@ class Connected:
 
     @hookimpl
     def tau_register_resolvers(self, register):  # type: ignore[no-untyped-def]
-        register("test-connection", self.connection, kind="workspace-connection")
-        register("test-defaults", self.defaults, kind="workspace-defaults")
-        register("test-profiles", self.profiles, kind="workload-profile")
+        register("test-connection", self.connection, kind="workspace-connection", priority=100)
+        register("test-defaults", self.defaults, kind="workspace-defaults", priority=100)
+        register("test-profiles", self.profiles, kind="workload-profile", priority=100)
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_resolver_failure_is_a_clean_error(repo: Path) -> None:
     class Broken:
         @hookimpl
         def tau_register_resolvers(self, register):  # type: ignore[no-untyped-def]
-            register("broken", lambda request: 1 / 0, kind="workspace-connection")
+            register("broken", lambda request: 1 / 0, kind="workspace-connection", priority=100)
 
     with pytest.raises(ConfigError, match="workspace-connection resolver failed: ZeroDivisionError"):
         resolve_run(RunOptions(target="train", cwd=repo, env={}), host=host_with(Broken()))

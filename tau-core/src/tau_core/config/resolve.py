@@ -278,6 +278,13 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
         raise ConfigError(f"run config policy.workspace {cfg['policy']['workspace']!r} conflicts with catalog "
                           f"connection workspace {target.project.workspace!r} for project {target.project.name!r}")
     workspace = values["workspace"].value if "workspace" in values else None
+    if cfg["metrics"]["offload"]["enabled"] and not workspace and not local:
+        message = ("metrics.offload.enabled requires a resolved TauWorkspace (the offloaded metrics are scoped to "
+                   "it)")
+        if dry_run == "client":
+            warnings.append(message + "; pass --workspace or set policy.workspace before submitting")
+        else:
+            raise ConfigError(message, hint="pass --workspace, set policy.workspace, or connect the repository")
 
     defaults: Mapping[str, Any] = {}
     if workspace and not offline_only:
