@@ -171,3 +171,23 @@ def test_deployment_scales_and_reports_readiness(cluster: SimCluster) -> None:
     cluster.settle()
     assert len(cluster.store.list("v1", "Pod", "team", label_selector="app=web")) == 1
     assert cluster.store.get("apps/v1", "Deployment", "team", "web")["status"]["replicas"] == 1
+
+
+def test_rayjob_backoff_limit_retries_on_a_new_cluster(cluster: SimCluster) -> None:
+    book = scripts_of(cluster)
+    book.add(lambda rj: rj["metadata"]["name"] == "flaky" and not (rj.get("status") or {}).get("failed"),
+             PodScript(run_seconds=2, exit_code=1), kind="RayJob")
+    book.add("^flaky$", PodScript(run_seconds=2), kind="RayJob")
+    manifest = kit.rayjob("flaky", workers=1)
+    manifest["spec"]["backoffLimit"] = 1
+    cluster.store.create(manifest)
+    cluster.advance(1)
+    first_cluster = _rayjob(cluster, "flaky")["status"]["rayClusterName"]
+    cluster.advance(10)
+    status = _rayjob(cluster, "flaky")["status"]
+    assert (status["jobDeploymentStatus"], status["jobStatus"]) == ("Complete", "SUCCEEDED")
+    assert (status["failed"], status["succeeded"]) == (1, 1)
+    assert status["rayClusterName"] != first_cluster
+    assert cluster.store.get("ray.io/v1", "RayCluster", "team", first_cluster) is None
+    (wl,) = workloads_for(cluster, _rayjob(cluster, "flaky"))
+    assert kit.condition(wl, "Finished")["reason"] == "Succeeded"

@@ -10,7 +10,8 @@ a head Service ``<cluster>-head-svc``; ``status.state: ready`` once every pod ru
 PENDING → RUNNING) → ``Complete`` / ``Failed`` (``jobStatus`` SUCCEEDED / FAILED, ``endTime``). Suspending a
 running RayJob deletes its cluster and returns it to ``Suspended``. With ``shutdownAfterJobFinishes`` the
 RayCluster is deleted ``ttlSecondsAfterFinished`` seconds after the end; ``activeDeadlineSeconds`` fails it
-with ``DeadlineExceeded``.
+with ``DeadlineExceeded``; a failed driver with attempts left under ``backoffLimit`` goes ``Retrying`` and
+starts over on a new RayCluster (``status.failed`` counts the attempts).
 
 The *driver* is not a separate submitter Job: its outcome comes from the script book
 (``ScriptBook.add(match, PodScript(...), kind="RayJob")``): ``pull_seconds`` is the time spent in PENDING,
@@ -366,6 +367,20 @@ class KubeRayController:
             status["observedGeneration"] = rayjob["metadata"].get("generation", 1)
             return u.write_status_if_changed(cluster, rayjob, status) | changed
 
+        if deployment == "Retrying":
+            if rc is not None:
+                u.delete(cluster, RAY, "RayCluster", ns, rc_name)
+                events.record(cluster, rayjob, "DeletedRayCluster", f"Deleted RayCluster {ns}/{rc_name}",
+                              component=COMPONENT)
+            for field in ("rayClusterName", "dashboardURL", "jobId", "message", "rayClusterStatus", "startTime",
+                          "endTime", "rayJobInfo", "reason"):
+                status.pop(field, None)
+            status["jobStatus"] = ""
+            status["jobDeploymentStatus"] = "New"
+            self._driver_start.pop(uid, None)
+            self._driver_lines.pop(uid, None)
+            return u.write_status_if_changed(cluster, rayjob, status) | True
+
         if deployment in ("", "New", "Suspended"):
             rc_name = f"{name}-{u.suffix(uid, 'raycluster', rayjob['metadata'].get('generation', 1), current)}"
             status["jobDeploymentStatus"] = "Initializing"
@@ -437,6 +452,9 @@ class KubeRayController:
                 status["reason"] = "AppFailed"
                 status["message"] = f"Job entrypoint command failed with exit code {code}"
                 events.record(cluster, rayjob, "Failed", status["message"], type="Warning", component=COMPONENT)
+                if status["failed"] <= int(spec.get("backoffLimit") or 0):
+                    # another attempt: the cluster goes away and the job starts over on a new one
+                    status["jobDeploymentStatus"] = "Retrying"
         return u.write_status_if_changed(cluster, rayjob, status) | changed
 
     def _driver_logs(self, cluster: Any, rayjob: dict[str, Any], rc: dict[str, Any], script: Any,
