@@ -196,3 +196,17 @@ def test_a_supervisor_that_never_started_is_reported(tmp_path: Path) -> None:
     st = LocalBackend(env=env).status(RunRef("stuck-1", "local"))
     assert st.terminal and st.failure is FailureReason.UNKNOWN and "never started" in st.message
     assert st.phases[1].state == "warning"
+
+
+def test_exact_lookup_ignores_target_names(tmp_path: Path) -> None:
+    from tau_core.local.backend import LocalBackend
+
+    env = {"TAU_DATA_DIR": str(tmp_path)}
+    run = tmp_path / "runs" / "train-261202-000000-abcd"
+    run.mkdir(parents=True)
+    write_json_atomic(run / "run.json", {"run_id": run.name, "name": "train", "state": "Succeeded",
+                                         "created_at": "2026-01-01T00:00:00.000000Z"})
+    backend = LocalBackend(env=env)
+    assert backend.owns("train") and backend.owns(run.name)
+    assert backend.owns(run.name, exact=True) and not backend.owns("train", exact=True)
+    assert not backend.owns("other")

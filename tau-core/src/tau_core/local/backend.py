@@ -66,13 +66,18 @@ class LocalBackend:
         return dict(os.environ if self._env is None else self._env)
 
     # -- lookup ----------------------------------------------------------------------------
-    def find(self, name: str) -> RunDir | None:
-        """The local run called ``name`` (run id, or the newest run of that target), if any."""
-        return find_run(name, self.env)
+    def find(self, name: str, *, exact: bool = False) -> RunDir | None:
+        """The local run called ``name``: its run id, or (unless ``exact``) the newest run of that target."""
+        return find_run(name, self.env, exact=exact)
 
-    def owns(self, name: str) -> bool:
-        """True when ``name`` is a local run: the lifecycle verbs dispatch such runs here."""
-        return self.find(name) is not None
+    def owns(self, name: str, *, exact: bool = False) -> bool:
+        """True when ``name`` is a local run, so the lifecycle verbs dispatch it here.
+
+        Run ids (``train-261202-134501-a3f2``) never collide with cluster run names.  A bare target
+        name (``train``) also matches the newest local run of that target; pass ``exact=True`` where a
+        cluster run of the same name should win (a repository connected to a cluster).
+        """
+        return self.find(name, exact=exact) is not None
 
     def _run(self, ref: RunRef | str) -> RunDir:
         name = ref if isinstance(ref, str) else ref.name

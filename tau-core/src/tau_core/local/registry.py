@@ -18,7 +18,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -158,7 +158,7 @@ class RunDir:
         return self.update(change)
 
 
-def create_run_dir(run_id: str, env: dict[str, str] | None = None) -> RunDir:
+def create_run_dir(run_id: str, env: Mapping[str, str] | None = None) -> RunDir:
     root = paths.runs_root(env)
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = root / run_id
@@ -166,14 +166,17 @@ def create_run_dir(run_id: str, env: dict[str, str] | None = None) -> RunDir:
     return RunDir(path)
 
 
-def find_run(name: str, env: dict[str, str] | None = None) -> RunDir | None:
-    """The run called ``name``: an exact run id, else the newest run whose target name is ``name``."""
+def find_run(name: str, env: Mapping[str, str] | None = None, *, exact: bool = False) -> RunDir | None:
+    """The run called ``name``: an exact run id, else (unless ``exact``) the newest run of target ``name``."""
     if not name or "/" in name or "\0" in name or name in (".", ".."):
         return None
     root = paths.runs_root(env)
-    exact = RunDir(root / name)
-    if exact.exists():
-        return exact
+    only_id = exact
+    exact_dir = RunDir(root / name)
+    if exact_dir.exists():
+        return exact_dir
+    if only_id:
+        return None
     best: tuple[str, RunDir] | None = None
     for run in iter_runs(env):
         try:
@@ -187,7 +190,7 @@ def find_run(name: str, env: dict[str, str] | None = None) -> RunDir | None:
     return best[1] if best else None
 
 
-def iter_runs(env: dict[str, str] | None = None) -> Iterator[RunDir]:
+def iter_runs(env: Mapping[str, str] | None = None) -> Iterator[RunDir]:
     root = paths.runs_root(env)
     if not root.is_dir():
         return
