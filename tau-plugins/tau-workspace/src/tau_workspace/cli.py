@@ -76,3 +76,35 @@ def connection(path: Path | None, offline: bool, output: str) -> None:
         return
     result = connect(descriptor, confirm=stdin_confirm, force_verify=True)
     emit(result.as_dict(), output, table=_online_text)
+
+
+@workspace.command("init-repo", context_settings=CONTEXT)
+@click.argument("name")
+@click.option("--local", "local", is_flag=True,
+              help="Scaffold a repository whose targets run on this machine (access.method: local).")
+@click.option("--output", type=click.Path(path_type=Path), default=None, help="Directory to write (default: ./NAME).")
+@click.option("--force", is_flag=True, help="Overwrite the scaffold's own files if they exist.")
+def init_repo(name: str, local: bool, output: Path | None, force: bool) -> None:
+    """Scaffold a TauGrid-ready repository called NAME.
+
+    With --local the repository runs on this laptop by default: it gets a README,
+    tau/train.yaml, tau/smoke.yaml, a small training script that writes metrics,
+    a checkpoint and a report, and a workspace descriptor with access.method: local.
+
+    \b
+    Examples:
+      tau workspace init-repo my-research --local
+      cd my-research && tau run smoke && tau run train
+    """
+    from tau_core.errors import UsageError
+    from tau_core.local.scaffold import scaffold_local_repo
+
+    if not local:
+        raise UsageError("this release scaffolds local-first repositories only; pass --local",
+                         hint="to target a cluster later, edit tau/workspace.connection.yaml (access.method: "
+                         "kubeconfig and cluster.contextName)")
+    root = output if output is not None else Path(name)
+    written = scaffold_local_repo(root, name, force=force)
+    for path in written:
+        click.echo(f"created {path}")
+    click.echo(f"\nNext:\n  cd {root}\n  tau run smoke\n  tau run train\n  tau run status train")
