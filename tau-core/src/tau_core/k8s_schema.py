@@ -75,8 +75,10 @@ def crd_schema(directory: str, api_version: str, kind: str) -> dict[str, Any] | 
     if not root.is_dir():
         raise FileNotFoundError(f"CRD directory {root} does not exist; set {ENV_CRDS_DIR}")
     group = api_version.split("/", 1)[0]
+    # CRD files are named <group>_<plural>.yaml: try the likely file, then the group's others
     preferred = sorted(root.rglob(f"{group}_{kind.lower()}s.yaml"))
-    for path in preferred + [p for p in sorted(root.rglob("*.yaml")) if p not in preferred]:
+    same_group = [p for p in sorted(root.rglob(f"{group}_*.yaml")) if p not in preferred]
+    for path in preferred + same_group:
         schema = _crd_file_schemas(str(path)).get((api_version, kind))
         if schema is not None:
             return schema

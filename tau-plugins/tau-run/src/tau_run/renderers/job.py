@@ -431,7 +431,9 @@ class _JobRenderer:
                     "image": image,
                     "command": ["/bin/cp"],
                     "args": ["-a", "--", f"{src}/.", "/tau-asset/"],
-                    "securityContext": r.hardened_container_security(),
+                    # cp -a as root needs CAP_CHOWN to keep ownership, so capabilities are only
+                    # dropped in restricted mode (where the copy runs as a non-root user)
+                    "securityContext": {"allowPrivilegeEscalation": False},
                     "volumeMounts": [{"name": vol, "mountPath": "/tau-asset"}],
                 }
             )
