@@ -841,3 +841,37 @@ def test_event_field_selectors(cluster):
             assert [e.involved_object.name for e in warnings.items] == ["q"]
 
     run(go())
+
+
+def test_server_side_apply_owns_removes_and_conflicts(cluster):
+    async def apply(api, config, manager, force=False):
+        query = ([("fieldManager", manager)] if manager else []) + ([("force", "true")] if force else [])
+        response = await api.call_api(
+            "/api/v1/namespaces/default/configmaps/ssa", "PATCH", query_params=query,
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=config, auth_settings=["BearerToken"], _preload_content=False)
+        return response.status, json.loads(await response.read())
+
+    def config(**data):
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "labels": {"app": "x"}},
+                "data": data}
+
+    async def go():
+        async with api_client(cluster) as api:
+            status, created = await apply(api, config(a="1", b="2"), "one")
+            assert status == 200 and created["data"] == {"a": "1", "b": "2"}
+            assert created["metadata"]["managedFields"][0]["manager"] == "one"
+            _, same = await apply(api, config(a="1", b="2"), "one")
+            assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+            _, trimmed = await apply(api, config(a="1"), "one")
+            assert trimmed["data"] == {"a": "1"}
+            await apply(api, config(c="3"), "two")
+            status, body = await apply(api, config(a="changed"), "two")
+            assert status == 409 and body["reason"] == "Conflict"
+            assert body["details"]["causes"][0]["field"] == ".data.a"
+            _, forced = await apply(api, config(a="changed"), "two", force=True)
+            assert forced["data"] == {"a": "changed"}  # "two" dropped c from its configuration
+            status, body = await apply(api, config(), None)
+            assert status == 422 and "fieldManager" in body["message"]
+
+    run(go())

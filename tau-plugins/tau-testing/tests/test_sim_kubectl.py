@@ -213,3 +213,32 @@ def test_create_namespace_and_discovery_commands(kubectl, cluster):
     version = json.loads(kubectl("version", "-o", "json").stdout)
     assert version["serverVersion"]["gitVersion"] == "v1.30.0"
     assert Path(cluster.kubeconfig_path).stat().st_mode & 0o077 == 0
+
+
+def test_helm_installs_upgrades_and_uninstalls_a_chart(helm_bin, cluster, tmp_path):
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 0.1.0\n")
+    (chart / "templates" / "objects.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: demo-settings}\ndata: {mode: {{ .Values.mode | quote }}}\n"
+        "---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: demo}\n")
+    (chart / "values.yaml").write_text("mode: a\n")
+    env = {**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(cluster.kubeconfig_path)}
+
+    def helm(*args: str) -> subprocess.CompletedProcess:
+        result = subprocess.run([str(helm_bin), *args], capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 0, (args, result.stdout, result.stderr)
+        return result
+
+    helm("install", "demo", str(chart), "-n", "default")
+    assert cluster.store.get("v1", "ConfigMap", "default", "demo-settings")["data"] == {"mode": "a"}
+    helm("upgrade", "demo", str(chart), "-n", "default", "--set", "mode=b", "--server-side=true",
+         "--force-conflicts")
+    settings = cluster.store.get("v1", "ConfigMap", "default", "demo-settings")
+    assert settings["data"] == {"mode": "b"}
+    assert settings["metadata"]["managedFields"][0]["operation"] == "Apply"
+    releases = [s["metadata"]["name"] for s in cluster.store.list("v1", "Secret", "default")]
+    assert "sh.helm.release.v1.demo.v2" in releases
+    helm("uninstall", "demo", "-n", "default")
+    assert cluster.store.get("v1", "ConfigMap", "default", "demo-settings") is None
+    assert cluster.store.get("v1", "ServiceAccount", "default", "demo") is None

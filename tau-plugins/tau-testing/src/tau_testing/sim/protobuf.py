@@ -41,6 +41,10 @@ SCHEMAS: dict[str, dict[int, tuple[str, Any]]] = {
         3: ("user", "string"), 4: ("groups", ("repeated", "string")), 6: ("uid", "string")})},
     "SelfSubjectRulesReview": {1: ("metadata", OBJECT_META), 2: ("spec", {1: ("namespace", "string")})},
     "SelfSubjectReview": {1: ("metadata", OBJECT_META)},
+    "DeleteOptions": {1: ("gracePeriodSeconds", "int"), 2: ("preconditions", {1: ("uid", "string"),
+                                                                            2: ("resourceVersion", "string")}),
+                      3: ("orphanDependents", "bool"), 4: ("propagationPolicy", "string"),
+                      5: ("dryRun", ("repeated", "string"))},
 }
 
 
@@ -135,4 +139,7 @@ def decode(body: bytes) -> dict[str, Any]:
         obj = _message(schema, raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "BadRequest", f"the protobuf body could not be decoded: {exc}") from exc
-    return {"apiVersion": type_meta.get("apiVersion", ""), "kind": kind, **obj}
+    out = {"apiVersion": type_meta.get("apiVersion", ""), "kind": kind, **obj}
+    if kind == "DeleteOptions" and not out["apiVersion"]:
+        out["apiVersion"] = "v1"
+    return out

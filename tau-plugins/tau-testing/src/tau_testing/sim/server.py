@@ -493,6 +493,15 @@ class ApiApp:
             if target.name is None:
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
                                                         "resource")
+            if request.headers.get("content-type", "").split(";")[0].strip().lower() == \
+                    "application/apply-patch+yaml":
+                dry = self._dry_run(request)
+                applied = self.store.apply(rtype.api_version, rtype.kind, target.namespace, target.name,
+                                           self._apply_body(request), request.param("fieldManager"),
+                                           force=request.flag("force"), subresource=sub, dry_run=dry,
+                                           field_validation=field_validation, warnings=warnings)
+                await response.json(200, applied, _warning_headers(warnings))
+                return not dry
             patch_type = self._patch_type(request)
             patch = request.json()
             dry = self._dry_run(request)
@@ -540,6 +549,19 @@ class ApiApp:
             return not dry
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
+    @staticmethod
+    def _apply_body(request: Request) -> Any:
+        text = request.body.decode("utf-8", "replace")
+        try:
+            return json.loads(text)
+        except ValueError:
+            import yaml
+
+            try:
+                return yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise errors.bad_request(f"the apply configuration is neither JSON nor YAML: {exc}") from exc
+
     def _patch_type(self, request: Request) -> str:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         patch_type = PATCH_TYPES.get(content_type)
@@ -547,8 +569,8 @@ class ApiApp:
             raise ApiError(415, "UnsupportedMediaType",
                            f"the body of the request was in an unknown format - accepted media types include: "
                            f"application/json-patch+json, application/merge-patch+json, "
-                           f"application/strategic-merge-patch+json (got {content_type!r}; server-side apply is "
-                           f"not simulated)")
+                           f"application/strategic-merge-patch+json, application/apply-patch+yaml "
+                           f"(got {content_type!r})")
         return patch_type
 
     async def _list(self, request: Request, response: Response, target: Target) -> None:

@@ -357,6 +357,8 @@ class Store:
                 for k in fixed:
                     if k in old_meta:
                         new_meta[k] = old_meta[k]
+                if "managedFields" not in new_meta and "managedFields" in old_meta:
+                    new_meta["managedFields"] = old_meta["managedFields"]
                 new["metadata"] = new_meta
                 if old_meta.get("deletionTimestamp"):
                     added = set(new_meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
@@ -420,6 +422,47 @@ class Store:
             if not patch_rv:
                 rmeta["resourceVersion"] = current["metadata"]["resourceVersion"]
             if subresource == "status":
+                return self._update(result, "status", dry_run, None, warnings)
+            return self._update(result, None, dry_run, field_validation, warnings)
+
+    def apply(self, api_version: str, kind: str, namespace: str | None, name: str, config: dict[str, Any],
+              field_manager: str | None, *, force: bool = False, subresource: str | None = None,
+              dry_run: bool = False, field_validation: str | None = None,
+              warnings: builtins.list[str] | None = None) -> dict[str, Any]:
+        """Server-side apply of ``config`` by ``field_manager`` (see ``tau_testing.sim.ssa``)."""
+        from tau_testing.sim import ssa
+
+        rtype = self.rtype(api_version, kind)
+        if not field_manager:
+            raise errors.invalid("PatchOptions", "meta.k8s.io", "", [errors.field_required(
+                "fieldManager", "is required for apply patch")])
+        if not isinstance(config, dict):
+            raise errors.bad_request("an apply configuration must be an object")
+        if config.get("apiVersion") != rtype.api_version or config.get("kind") != rtype.kind:
+            raise errors.bad_request(f"the apply configuration must name apiVersion {rtype.api_version!r} and kind "
+                                     f"{rtype.kind!r}")
+        config = clone(config)
+        meta = _meta(config)
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
+                                     f"({name})")
+        meta["name"] = name
+        if rtype.namespaced:
+            meta["namespace"] = self._ns(rtype, namespace)
+        with self._lock:
+            stored = self._objects.get(rtype.group_kind, {}).get((self._ns(rtype, namespace), name))
+            status = subresource == "status"
+            if stored is None:
+                if status:
+                    raise errors.not_found(rtype.plural, rtype.group, name)
+                created = ssa.apply(None, config, field_manager, custom=rtype.custom, force=force, now=self._now())
+                return self.create(created, dry_run=dry_run, field_validation=field_validation, warnings=warnings)
+            current = self._present(stored, rtype)
+            result = ssa.apply(current, config, field_manager, custom=rtype.custom, force=force, now=self._now(),
+                               status=status)
+            rv = meta.get("resourceVersion")
+            result["metadata"]["resourceVersion"] = rv or current["metadata"]["resourceVersion"]
+            if status:
                 return self._update(result, "status", dry_run, None, warnings)
             return self._update(result, None, dry_run, field_validation, warnings)
 
