@@ -59,8 +59,8 @@ class Local:
             assert proc.returncode == 0, (args, proc.returncode, proc.stdout, proc.stderr)
         return proc
 
-    def submit(self, project: Path, target: str = "job") -> str:
-        proc = self.tau("run", target, "--local", "-o", "json", cwd=project)
+    def submit(self, project: Path, target: str = "job", *, local_flag: bool = True) -> str:
+        proc = self.tau("run", target, *(["--local"] if local_flag else []), "-o", "json", cwd=project)
         doc = json.loads(proc.stdout)
         assert doc["backend"] == "local" and doc["created"] is True, doc
         return str(doc["run"])
@@ -145,6 +145,11 @@ def test_quickstart_runs_to_completion_with_evidence_in_the_store(local: Local) 
     again = subprocess.run([PORTAL, "experiment", "stellar", run, "--store", str(store), "-o", "json"],
                            capture_output=True, text=True, env=local.env)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_local_descriptor_makes_plain_tau_run_local(local: Local) -> None:
+    run = local.submit(QUICKSTART, "train", local_flag=False)
+    assert local.wait(run)["succeeded"]
 
 
 def test_failing_exit_code(local: Local) -> None:
