@@ -119,7 +119,7 @@ def main():
     trainer = TorchTrainer(
         train,
         scaling_config=ScalingConfig(
-            num_workers=int(os.environ["TAU_NUM_WORKERS"]),
+            num_workers=int(os.environ.get("TAU_WORLD_SIZE") or os.environ["TAU_NUM_WORKERS"]),
             use_gpu=os.environ.get("TAU_DIST_BACKEND") == "nccl",
         ),
     )
