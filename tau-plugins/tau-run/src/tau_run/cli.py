@@ -62,8 +62,10 @@ def _lifecycle_command(name: str) -> click.Command | None:
         return None
     module = importlib.import_module(LIFECYCLE_MODULE)
     verbs = getattr(module, "VERBS", None)
-    if isinstance(verbs, dict) and isinstance(verbs.get(name), click.Command):
-        return verbs[name]
+    if isinstance(verbs, dict):
+        found = verbs.get(name)
+        if isinstance(found, click.Command):
+            return found
     base = name.replace("-", "_")
     for attr in (base, base + "_", base + "_cmd", base + "_command"):
         obj = getattr(module, attr, None)
@@ -94,21 +96,21 @@ class RunGroup(click.Group):
             command: click.Command = getattr(importlib.import_module(module), attr)
             return command
         if cmd_name in LIFECYCLE_VERBS:
-            command = _lifecycle_command(cmd_name)
-            if command is None:
+            lifecycle = _lifecycle_command(cmd_name)
+            if lifecycle is None:
                 from tau_core.errors import PluginError
 
                 raise PluginError(f"tau run {cmd_name} is not available in this installation",
                                   hint="install the tau meta-package (pip install tau) for the lifecycle verbs")
-            return command
+            return lifecycle
         return None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         rest = click.Command.parse_args(self, ctx, args)
         if rest and (rest[0] in OWN_VERBS or rest[0] in LIFECYCLE_VERBS):
-            ctx._protected_args, ctx.args = rest[:1], rest[1:]  # type: ignore[attr-defined]
+            ctx._protected_args, ctx.args = rest[:1], rest[1:]
         else:
-            ctx._protected_args, ctx.args = [SUBMIT], rest  # type: ignore[attr-defined]
+            ctx._protected_args, ctx.args = [SUBMIT], rest
         return ctx.args
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -144,7 +146,7 @@ def run(**_: Any) -> None:
 @click.argument("target", required=False)
 @_run_options
 @click.pass_context
-def submit_command(ctx: click.Context, target: str | None, **flags: Any) -> None:
+def submit_command(ctx: click.Context, /, target: str | None, **flags: Any) -> None:
     from tau_core.config.issues import ConfigValidationError
     from tau_core.config.resolve import RunOptions
     from tau_run.reporting import fail_with_issues

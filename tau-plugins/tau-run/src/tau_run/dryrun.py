@@ -39,8 +39,8 @@ KEY_SOURCES: dict[str, str] = {
 
 
 def _source_for(key: str, value: Any, path: tuple[str, ...], resolution: Resolution) -> str | None:
-    sources = resolution.request.sources
-    cfg = resolution.request.config
+    sources: Mapping[str, str] = resolution.request.sources
+    cfg: Mapping[str, Any] = resolution.request.config
     if key == "namespace" and path[-1:] == ("metadata",):
         return sources.get("context.namespace")
     if key == "name" and path == ("metadata",):
