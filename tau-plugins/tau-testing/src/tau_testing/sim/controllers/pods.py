@@ -143,11 +143,11 @@ class Kubelet:
         memory = self._memory(cluster, pod)
         script = scripts_of(cluster).for_pod(pod)
         current = u.now(cluster)
-        status, timeline_events, logs_plan = self._status_at(pod, script, memory, current, node)
+        status, timeline_events, logs_plan, marks = self._status_at(pod, script, memory, current, node)
         if status.get("phase") in ("Succeeded", "Failed"):
             memory.marks = []
         else:
-            memory.marks = sorted({m for m in self._marks if m > current}
+            memory.marks = sorted({m for m in marks if m > current}
                                   | {e[0] for e in timeline_events if e[0] > current}
                                   | {when for plan in logs_plan for when, _ in plan[3] if when > current})
         changed = u.write_status_if_changed(cluster, pod, status)
@@ -204,13 +204,13 @@ class Kubelet:
     # ------------------------------------------------------------------------------------------ timeline
 
     def _status_at(self, pod: dict[str, Any], script: PodScript, memory: _PodMemory, current: datetime,
-                   node: dict[str, Any] | None) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+                   node: dict[str, Any] | None) -> tuple[dict[str, Any], list[tuple[Any, ...]],
+                                                         list[tuple[Any, ...]], list[datetime]]:
         spec = pod["spec"]
         ns, name = u.key(pod)
         uid = pod["metadata"]["uid"]
         t0 = memory.anchor
-        self._marks: list[datetime] = []
-        marks = self._marks
+        marks: list[datetime] = []  # moments when this pod's status changes next (for next_wakeup)
         evs: list[tuple[Any, ...]] = []
         plan: list[tuple[Any, ...]] = []
         status = copy.deepcopy(pod.get("status") or {})
@@ -251,7 +251,7 @@ class Kubelet:
             evs.append((t0, f"invalid-err:{first_name}", "Failed", "Error: InvalidImageName", "Warning",
                         f"spec.containers{{{first_name}}}"))
             waiting_reason[first_name] = ("InvalidImageName", msg)
-            return self._pending_status(status, spec, waiting_reason, current), evs, plan
+            return self._pending_status(status, spec, waiting_reason, current), evs, plan, marks
         for image in images:
             evs.append((t0, f"pulling:{image}", "Pulling", f'Pulling image "{image}"', "Normal",
                         f"spec.containers{{{first_name}}}"))
@@ -273,9 +273,9 @@ class Kubelet:
                             fp))
                 evs.append((backoff_at, f"backofferr:{image}", "Failed", "Error: ImagePullBackOff", "Warning", fp))
                 waiting_reason[first_name] = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
-            return self._pending_status(status, spec, waiting_reason, current), evs, plan
+            return self._pending_status(status, spec, waiting_reason, current), evs, plan, marks
         if current < pull_end:
-            return self._pending_status(status, spec, waiting_reason, current), evs, plan
+            return self._pending_status(status, spec, waiting_reason, current), evs, plan, marks
         for image in images:
             if script.pull_seconds > 0:
                 secs = _duration(script.pull_seconds)
@@ -449,7 +449,7 @@ class Kubelet:
             for ctype in ("ContainersReady", "Ready"):
                 u.set_condition(conditions, ctype, "False", "ContainersNotReady", msg, t0, probe_times=True)
         _order_conditions(conditions)
-        return status, evs, plan
+        return status, evs, plan, marks
 
     def _pending_status(self, status: dict[str, Any], spec: dict[str, Any], waiting: dict[str, tuple[str, str]],
                         current: datetime) -> dict[str, Any]:
