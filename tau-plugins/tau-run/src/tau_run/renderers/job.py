@@ -23,7 +23,8 @@ RESERVED_ASSET_PATHS = ("/data", "/mnt", "/script", "/manifest", "/tmp", "/dev/s
 
 def render_job(request: r.RenderRequest) -> list[dict[str, Any]]:
     """Render the Job (and, for multi-node torchrun, its headless Service)."""
-    return r.detached(_JobRenderer(request).render())
+    objects: list[dict[str, Any]] = r.detached(_JobRenderer(request).render())
+    return objects
 
 
 class _JobRenderer:
