@@ -176,6 +176,10 @@ def test_serve_command_binds_loopback_by_default(store_path: Path) -> None:
                 time.sleep(0.1)
         assert r.status_code == 200 and r.json()["ok"] is True
         assert r.headers["x-content-type-options"] == "nosniff"
+        proc.send_signal(signal.SIGINT)  # Ctrl-C stops the server cleanly
+        assert proc.wait(timeout=15) == 0
+        rest = proc.stderr.read()
+        assert "stopped" in rest and "Traceback" not in rest and "error:" not in rest
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -223,3 +227,60 @@ def test_stellar_command_errors(store_path: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = run("experiment", "stellar", "sweep", "--store", str(tmp_path / "no-store"))
     assert r.returncode == 1 and "does not exist" in r.stderr and "hint:" in r.stderr
+
+
+def test_stellar_help_imports_nothing_heavy() -> None:
+    code = (
+        "import sys\n"
+        "from taugrid_portal.cli import main\n"
+        "for verb in ('stellar', 'dashboard', 'serve', 'open'):\n"
+        "    try:\n"
+        "        main(['experiment', verb, '--help'])\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, verb\n"
+        "heavy = [m for m in ('polars', 'pyarrow', 'starlette', 'uvicorn', 'jinja2') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout
+    assert "Examples:" in r.stdout and "-o, --output [html|json|tui]" in r.stdout
+
+
+def test_open_serves_and_opens_the_default_browser(store_path: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "opened.txt"
+    fake_browser = tmp_path / "browser.sh"
+    fake_browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {marker}\n', encoding="utf-8")
+    fake_browser.chmod(0o755)
+    env = {**os.environ, "TAU_EXP_STORE": str(store_path), "PYTHONUNBUFFERED": "1", "BROWSER": f"{fake_browser} %s"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from taugrid_portal.cli import main; main()", "experiment", "open", "sweep"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/stellar\?target=sweep", url), url
+        deadline = time.monotonic() + 30
+        while not (marker.exists() and marker.read_text()):
+            assert time.monotonic() < deadline and proc.poll() is None, "the browser was not opened"
+            time.sleep(0.1)
+        assert marker.read_text() == url
+        r = httpx.get(url, timeout=30)
+        assert r.status_code == 200 and "stellar-snapshot" in r.text
+        assert r.headers["x-content-type-options"] == "nosniff"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_open_rejects_unknown_targets_before_serving(store_path: Path) -> None:
+    code = "import sys; from taugrid_portal.cli import main; main(sys.argv[1:])"
+    r = subprocess.run([sys.executable, "-c", code, "experiment", "open", "swep", "--no-browser"],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "TAU_EXP_STORE": str(store_path)})
+    assert r.returncode == 1 and "no experiment, run group or run named 'swep'" in r.stderr
+    assert "did you mean 'sweep'" in r.stderr

@@ -188,3 +188,21 @@ def test_missing_chart_bundle_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, 
         assert "uPlot.iife.min.js" in err.value.message and "reinstall" in (err.value.hint or "")
     finally:
         html.vendor_assets.cache_clear()
+
+
+def test_chart_bundle_is_built_from_the_pinned_npm_package_and_not_committed() -> None:
+    import subprocess
+
+    from taugrid_portal.stellar import html
+
+    portal = Path(html.__file__).resolve().parents[3]
+    pinned = json.loads((portal / "frontend" / "package.json").read_text())["dependencies"]["uplot"]
+    html.vendor_assets.cache_clear()
+    assets = html.vendor_assets()
+    assert assets["version"] == pinned
+    assert "uPlot" in assets["js"] and ".uplot" in assets["css"]
+    tracked = subprocess.run(["git", "ls-files", "--", str(html.VENDOR)], cwd=portal, capture_output=True, text=True)
+    if tracked.returncode == 0:  # inside a git checkout: the bundle must never be committed
+        assert tracked.stdout.strip() == ""
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(html.VENDOR / "uPlot.iife.min.js")], cwd=portal)
+        assert ignored.returncode == 0

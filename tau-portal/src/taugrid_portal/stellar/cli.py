@@ -119,6 +119,8 @@ def serve(host: str, port: int, default_target: str | None, store: str | None) -
     click.echo(f"serving taugrid-portal experiment stellar at {url_for(sock)} (store={path})", err=True)
     try:
         run_server(sock, path, default_target=default_target)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
     finally:
         sock.close()
 
@@ -158,6 +160,8 @@ def open_(target: str, host: str, port: int, metric: str | None, browser: bool,
         threading.Timer(0.3, lambda: webbrowser.open(url)).start()
     try:
         run_server(sock, path)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
     finally:
         sock.close()
 
