@@ -515,3 +515,20 @@ def test_workspace_placeholder_stays_visible(tmp_path: Path) -> None:
     [job] = render(tmp_path, BASE, context={"workspace": "Team Space"})
     assert job["metadata"]["labels"][keys.WORKSPACE] == "team-space"
     assert json.loads(job["metadata"]["annotations"][keys.STELLAR_TAGS]) == {"workspace": "Team Space"}
+
+
+def test_rendered_command_runs_the_script_with_flags(tmp_path: Path) -> None:
+    """Execute the rendered main command with its env (``/tmp`` redirected into the test dir)."""
+    import os
+    import subprocess
+
+    script = "import json, os, sys\nopen(os.environ['RESULT'], 'w').write(json.dumps(sys.argv[1:]))\nsys.exit(3)\n"
+    [job] = render(tmp_path, BASE + "execution:\n  configs:\n    lr: 0.1\n    name: a b\n", files={"train.py": script})
+    m = main(job)
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    command = m["command"][2].replace("/tmp/", f"{sandbox}/")
+    env = {**os.environ, **{e["name"]: e["value"] for e in m["env"]}, "RESULT": str(tmp_path / "argv.json")}
+    proc = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads((tmp_path / "argv.json").read_text()) == ["--lr=0.1", "--name=a b"]
