@@ -53,6 +53,14 @@ def _source_for(key: str, value: Any, path: tuple[str, ...], resolution: Resolut
         return "default"
     if key == keys.CONFIG_HASH:
         return "config (hash of the normalized config)"
+    if key in ("cpu", "memory") and len(path) >= 2 and path[-2] == "resources" and path[-1] in ("requests", "limits"):
+        kind = "request" if path[-1] == "requests" else "limit"
+        group = "head_" if "headGroupSpec" in path else "worker_" if "workerGroupSpecs" in path else ""
+        compute = cfg.get("compute") or {}
+        for field in ([f"{group}{key}_{kind}"] if group else []) + [f"{key}_{kind}"]:
+            if compute.get(field) is not None and str(compute[field]) == str(value):
+                return sources.get(f"compute.{field}", "config")
+        return "default"
     entry = KEY_SOURCES.get(key)
     if entry is None:
         return None
@@ -65,15 +73,26 @@ def _source_for(key: str, value: Any, path: tuple[str, ...], resolution: Resolut
     return sources.get(entry)
 
 
+def _env_source(name: str, resolution: Resolution) -> str:
+    runtime = resolution.request.config.get("runtime") or {}
+    if name in (runtime.get("env") or {}):
+        return resolution.request.sources.get("runtime.env", "config")
+    return "default (set by tau)"
+
+
 def _annotate(node: Any, resolution: Resolution, path: tuple[str, ...] = ()) -> Any:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     if isinstance(node, Mapping):
         out = CommentedMap()
+        env_item = path[-2:] == ("env", "[]") and "name" in node and "value" in node
         for key, value in node.items():
             out[key] = _annotate(value, resolution, (*path, str(key)))
             if not isinstance(value, (Mapping, list)):
-                source = _source_for(str(key), value, path, resolution)
+                if env_item and key == "value":
+                    source = _env_source(str(node["name"]), resolution)
+                else:
+                    source = _source_for(str(key), value, path, resolution)
                 if source:
                     out.yaml_add_eol_comment(f"from: {source}", key)
         return out
