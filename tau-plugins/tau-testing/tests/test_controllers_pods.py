@@ -243,3 +243,16 @@ def test_injected_pod_eviction_and_scheduler_preemption(cluster: SimCluster) -> 
     assert cluster.logs.is_terminated("team", pressured["metadata"]["name"], "main")
     with pytest.raises(LookupError):
         evict_pod(cluster, "team", "nope")
+
+
+@pytest.mark.parametrize(("version", "message"), [("1.31", "Created container main"),
+                                                  ("1.33", "Created container: main")])
+def test_kubelet_wording_follows_the_kubernetes_version(version: str, message: str) -> None:
+    c = SimCluster(clock="fake", kubernetes_version=version)
+    install_default_controllers(c)
+    add_node(c, "node-1")
+    c.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    c.store.create(kit.job("v", queue=None))
+    c.settle()
+    (pod,) = c.store.list("v1", "Pod", "team")
+    assert message in [e["message"] for e in for_object(c, pod)]

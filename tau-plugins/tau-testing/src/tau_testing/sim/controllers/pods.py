@@ -83,10 +83,13 @@ class Kubelet:
     def __init__(self) -> None:
         self.enabled = True
         self._pods: dict[str, _PodMemory] = {}
+        self._created_text = "Created container {}"
 
     # ------------------------------------------------------------------------------------------ reconcile
 
     def reconcile(self, cluster: Any) -> bool:
+        # the kubelet says "Created container: main" since Kubernetes 1.32, "Created container main" before
+        self._created_text = "Created container: {}" if _version(cluster) >= (1, 32) else "Created container {}"
         changed = False
         seen: set[str] = set()
         nodes = {n["metadata"]["name"]: n for n in u.list_objects(cluster, "v1", "Node")}
@@ -301,7 +304,7 @@ class Kubelet:
                 init_done = False
                 pending_inits.append(cname)
             else:
-                evs.append((start, f"created:{cname}", "Created", f"Created container {cname}", "Normal", fp))
+                evs.append((start, f"created:{cname}", "Created", self._created_text.format(cname), "Normal", fp))
                 evs.append((start, f"started:{cname}", "Started", f"Started container {cname}", "Normal", fp))
                 plan.append(self._log_plan(pod, script, c, main, 0, start, end))
                 if current < end:
@@ -374,8 +377,8 @@ class Kubelet:
             own_runs = runs
             for idx, run in enumerate(own_runs):
                 suffix_ = "" if idx == 0 else f"#{idx}"
-                evs.append((run.start, f"created:{cname}{suffix_}", "Created", f"Created container {cname}", "Normal",
-                            fp))
+                evs.append((run.start, f"created:{cname}{suffix_}", "Created", self._created_text.format(cname),
+                            "Normal", fp))
                 evs.append((run.start, f"started:{cname}{suffix_}", "Started", f"Started container {cname}",
                             "Normal", fp))
                 plan.append(self._log_plan(pod, script, c, main, idx, run.start, run.end))
@@ -573,6 +576,15 @@ class Kubelet:
         for c in containers:
             evs.append((at, f"killing:{c['name']}", "Killing", f"Stopping container {c['name']}", "Normal",
                         f"spec.containers{{{c['name']}}}"))
+
+
+def _version(cluster: Any) -> tuple[int, int]:
+    text = str(getattr(cluster, "kubernetes_version", "") or "1.30").lstrip("v")
+    try:
+        major, minor = text.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return (1, 30)
 
 
 def _strip(conditions: list[dict[str, Any]], ctype: str) -> None:
