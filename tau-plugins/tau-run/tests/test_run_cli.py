@@ -75,6 +75,7 @@ def test_client_dry_run_annotates_sources(tau_cli, project: Path) -> None:  # ty
     assert "namespace: research  # from: flag" in out or "namespace: research # from: flag" in out
     assert "# from: config" in out and "# from: default" in out
     assert "ttlSecondsAfterFinished: 28800" in out
+    assert "# from: default (set by tau)" in out  # injected environment
     assert "deprecated" in r.stderr
     from ruamel.yaml import YAML
 

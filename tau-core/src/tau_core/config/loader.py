@@ -10,7 +10,6 @@ becomes a :class:`ConfigValidationError` that names the file, the line and the c
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,7 +254,3 @@ def require_mapping(doc: Document, what: str = "config") -> dict[str, Any]:
         raise _fail(doc.display, f"the top level of a {what} must be a mapping of keys, not {kind}",
                     "start the file with keys such as 'name:'", 1, 1)
     return doc.data
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0", "false", "no")

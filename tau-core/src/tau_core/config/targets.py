@@ -26,6 +26,8 @@ CONNECTION_FILE = "workspace.connection.yaml"
 DEFAULT_CONFIGS = ("tau.yaml", "tau.yml", ".tau.yaml")
 TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 PROJECT_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+#: YAML anchors, aliases and merge keys are not allowed in the catalog
+re_alias = re.compile(r"(^|[\s\[{,:-])[&*][A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -188,9 +190,6 @@ def load_catalog(root: Path) -> dict[str, Project] | None:
                                                        f"project roots must be disjoint: {b.name} is inside "
                                                        f"{a.name}")])
     return projects
-
-
-re_alias = re.compile(r"(^|[\s\[{,:-])[&*][A-Za-z0-9_-]+")
 
 
 def _owner(projects: dict[str, Project], path: Path) -> Project | None:

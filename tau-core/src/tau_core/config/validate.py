@@ -21,7 +21,6 @@ from tau_core.config.catalog import (
     DEFAULT_JOB_TTL_SECONDS,
     FIELDS,
     JOB,
-    LEGACY_GPU_CLASSES,
     OPTIONAL_OBJECTS,
     PRECEDENCE,
     RAYJOB,
@@ -455,6 +454,3 @@ def _experiment_id(title: Any) -> str | None:
         out.append(ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "-")
     text = "-".join(filter(None, "".join(out).split("-")))
     return text[:63].strip("-._") or None
-
-
-LEGACY = LEGACY_GPU_CLASSES
