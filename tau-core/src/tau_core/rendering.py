@@ -597,11 +597,11 @@ def resolved_topology(request: RenderRequest) -> str | None:
 
 def node_selector(request: RenderRequest, gpus: int) -> tuple[dict[str, str], list[dict[str, str]]]:
     """Pod node selector and tolerations: GPU class, then ``policy.node_selector`` merged last."""
-    user = _selector_map(get(request.config, "policy.node_selector"))
+    user = selector_map(get(request.config, "policy.node_selector"))
     return gpu_placement(get(request.config, "policy.gpu_class"), user, gpus)
 
 
-def _selector_map(value: Any) -> dict[str, str]:
+def selector_map(value: Any) -> dict[str, str]:
     if not value:
         return {}
     if isinstance(value, Mapping):

@@ -246,7 +246,7 @@ class _JobRenderer:
 
         selector, tolerations = r.node_selector(req, gpus)
         if r.get(cfg, "policy.clear_node_selector"):
-            selector = r._selector_map(r.get(cfg, "policy.node_selector"))
+            selector = r.selector_map(r.get(cfg, "policy.node_selector"))
         _, pod_priority = r.priority_classes(req)
 
         pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 600}
