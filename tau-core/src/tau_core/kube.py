@@ -126,15 +126,14 @@ def kubeconfig_paths(explicit: str | os.PathLike[str] | None = None,
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
-        data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}",
                           hint="check the path in KUBECONFIG or --kubeconfig") from exc
-    except YAMLError as exc:
+    try:
+        data = _parse_yaml(text)
+    except ValueError as exc:
         raise ConfigError(f"kubeconfig {path} is not valid YAML: {str(exc).splitlines()[0]}",
                           hint="repair the file, or point KUBECONFIG at a valid kubeconfig") from exc
     if data is None:
@@ -142,6 +141,25 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"kubeconfig {path} is not a mapping", hint="point KUBECONFIG at a valid kubeconfig")
     return data
+
+
+def _parse_yaml(text: str) -> Any:
+    """Parse kubeconfig text with PyYAML's C loader (a dependency of kubernetes-asyncio), else ruamel."""
+    try:
+        import yaml
+    except ImportError:
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
+
+        try:
+            return YAML(typ="safe", pure=True).load(text)
+        except YAMLError as exc:
+            raise ValueError(str(exc)) from exc
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 @dataclass

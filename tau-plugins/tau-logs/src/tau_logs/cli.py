@@ -29,8 +29,8 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @click.option("--prefix", is_flag=True, help="Prefix lines with pod/container (batch Jobs only).")
 @click.option("-n", "--namespace", default=None, help="Namespace of the run (skips the workspace search).")
 @click.option("--workspace", default=None, help="Search only this configured workspace.")
-@click.option("--context", default=None, envvar="TAU_CONTEXT", show_envvar=True,
-              help="kubectl context (skips the workspace search).")
+@click.option("--context", default=None,
+              help="kubectl context (default: $TAU_CONTEXT; either skips the workspace search).")
 @click.option("--system-namespace", default=None, envvar="TAU_SYSTEM_NAMESPACE",
               help="Namespace containing TauGrid system objects (default: tau-system).")
 def logs(run_name: str, follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
@@ -59,7 +59,9 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
     options = LogOptions(follow=follow, tail=None if tail == -1 else tail, container=container,
                          all_containers=all_containers, previous=previous, timestamps=timestamps, prefix=prefix)
     check_name(run_name)
-    if context or namespace:
+    import os
+
+    if context or namespace or os.environ.get("TAU_CONTEXT"):
         target = lifecycle_target(context=context, namespace=namespace, workspace=workspace,
                                   system_namespace=system_namespace)
         backend, ref = target.backend(progress=info), target.ref(run_name)

@@ -27,8 +27,9 @@ def lifecycle_options(fn: F) -> F:
                      help="Namespace containing the run workload (default: from the connected workspace)."),
         click.option("--workspace", default=None,
                      help="TauWorkspace whose namespace holds the run (it must be Ready)."),
-        click.option("--context", default=None, envvar="TAU_CONTEXT", show_envvar=True,
-                     help="kubectl context (default: $TAU_CONTEXT or the repository's workspace connection)."),
+        click.option("--context", default=None,
+                     help="kubectl context (default: $TAU_CONTEXT or the repository's workspace connection; "
+                          "an explicit context uses your kubeconfig instead of the connection)."),
         click.option("--system-namespace", default=None, envvar="TAU_SYSTEM_NAMESPACE",
                      help="Namespace containing TauGrid system objects (default: repository workspace "
                           "connection, $TAU_SYSTEM_NAMESPACE, or tau-system)."),
