@@ -253,7 +253,7 @@ def test_resume_from_a_checkpoint_after_cancel(backend: LocalBackend, home: Path
     backend.cancel(ref, timeout=30)
     assert backend.status(ref).extra["state"] == "Cancelled"
     dry = backend.resume(ref, request, dry_run=True)
-    assert not dry.created and "dry run" in dry.message
+    assert not dry.created and json.loads(dry.message)["resume_from"].endswith("/checkpoints")
     result = backend.resume(ref, request)
     assert result.ref.name == ref.name and "resuming" in result.message
     st = backend.wait(ref, timeout=60)
@@ -460,3 +460,18 @@ def test_follow_prints_the_log_then_where_the_evidence_is(backend: LocalBackend,
     out, err = io.StringIO(), io.StringIO()
     assert follow_run(bad.name, out=out, err=err) == 1
     assert "failed: exit code 4" in err.getvalue()
+
+
+def test_cli_compatibility_surface(backend: LocalBackend, submit: Submit) -> None:
+    """What the lifecycle verbs call beyond the protocol: watch_status, cancel_message, get(path=, pvc=)."""
+    ref = submit("import time\nprint('up', flush=True)\ntime.sleep(0.5)\nprint('down')\n")
+    frames = list(backend.watch_status(ref, interval=0.1))
+    assert frames[-1].terminal and frames[-1].succeeded and frames[-1].extra["exists"]
+    assert len(frames) >= 2 and not frames[0].terminal
+    assert "already finished" in backend.cancel_message(ref)
+    with pytest.raises(UsageError, match="--path and --pvc"):
+        backend.get(ref, path="/data/x", pvc="blob")
+    assert backend.list(namespace="ignored", workspace="ignored")[0].ref == ref
+    slow = submit("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    assert _wait_for_line(backend, slow, "started")
+    assert backend.cancel_message(slow, timeout=30) == f"local run {slow.name} cancelled (SIGTERM)"

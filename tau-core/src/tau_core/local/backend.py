@@ -177,9 +177,26 @@ class LocalBackend:
                 return st
             time.sleep(interval)
 
+    def watch_status(self, ref: RunRef, *, interval: float = 2.0, max_iterations: int = 0) -> Iterator[RunStatus]:
+        """Status frames: the first at once, then one whenever the run changes (checked every 0.1 s, at
+        most one frame per ``interval``); ends after the frame that shows the run finished."""
+        frames, last_key, last_at = 0, None, 0.0
+        while True:
+            st = self.status(ref)
+            key = (st.extra.get("state"), st.attempt, tuple((p.name, p.state, p.detail) for p in st.phases))
+            done = st.terminal and (st.extra.get("evidence_done") or not st.extra.get("supervisor_alive"))
+            now = time.monotonic()
+            if key != last_key and (frames == 0 or done or now - last_at >= interval):
+                frames += 1
+                last_key, last_at = key, now
+                yield st
+                if done or (max_iterations and frames >= max_iterations):
+                    return
+            time.sleep(0.1)
+
     # -- list ------------------------------------------------------------------------------
     def list(self, *, namespace: str | None = None, queue: str | None = None,
-             include_external: bool = False) -> list[RunSummary]:
+             include_external: bool = False, **_cluster_options: Any) -> list[RunSummary]:
         if queue:
             return []  # local runs are not queued in a Kueue LocalQueue
         rows: list[tuple[str, RunSummary]] = []
@@ -275,7 +292,11 @@ class LocalBackend:
                                 hint=f"check `tau run status {run.run_id}`")
         return output
 
-    def get(self, ref: RunRef, artifact: str | None = None) -> ArtifactListing | bytes:
+    def get(self, ref: RunRef, artifact: str | None = None, *, path: str | None = None,
+            pvc: str | None = None) -> ArtifactListing | bytes:
+        if path or pvc:
+            raise UsageError("--path and --pvc read a cluster volume; a local run is read from its output directory",
+                             hint=f"run `tau run get {ref.name}` without them")
         if artifact is not None:
             artifacts.check_relative(artifact)  # refuse hostile paths before touching the registry
         root = self.output_root(ref)
@@ -313,6 +334,21 @@ class LocalBackend:
         child = (run.read().get("child") or {})
         raise TauError(f"local run '{run.run_id}' is still stopping after {timeout:g}s",
                        hint=f"stop it by hand: kill -KILL -{child.get('pgid', '<pgid>')}")
+
+    def cancel_message(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0) -> str:
+        """:meth:`cancel`, then a one-line account of what happened (what ``tau run cancel`` prints)."""
+        run = self._run(ref)
+        before = self._record(run).get("state")
+        self.cancel(ref, wait=wait, timeout=timeout)
+        if before in TERMINAL:
+            return f"local run {run.run_id} had already finished ({before}); nothing to cancel"
+        if not wait:
+            return (f"cancel requested for local run {run.run_id}: SIGTERM sent, SIGKILL follows after the grace "
+                    "period (teardown not awaited)")
+        record = self._record(run)
+        how = record.get("signal") or (f"exit code {record.get('exit_code')}" if record.get("exit_code") is not None
+                                       else "stopped")
+        return f"local run {run.run_id} cancelled ({how})"
 
     # -- retry / resume --------------------------------------------------------------------
     def retry(self, ref: RunRef, request: SubmitRequest, *, attempt: int, reason: FailureReason) -> SubmitResult:
@@ -360,8 +396,10 @@ class LocalBackend:
         if not Path(source).exists():
             notes.append(f"warning: checkpoint directory {source} does not exist")
         if dry_run:
+            plan_view = {"run": name, "backend": BACKEND, "resume_from": source, "argv": plan["argv"],
+                         "cwd": plan["cwd"], "output_dir": plan["output_dir"], "notes": notes}
             return SubmitResult(ref=RunRef(name=name, backend=BACKEND), created=False,
-                                message="dry run: " + "; ".join(notes))
+                                message=json.dumps(plan_view))
         result = self._restart(run, plan, {"attempt": len(record.get("attempts") or []) + 1, "resume_from": source},
                                f"resume from {source}")
         result.message = "; ".join(notes)
@@ -527,7 +565,8 @@ def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) 
         failure = FailureReason.RUNNING
     last = attempts[-1] if attempts else {}
     extra = {
-        "backend": BACKEND, "state": state, "run_dir": str(run.path), "output_dir": record.get("output_dir"),
+        "backend": BACKEND, "exists": True, "state": state, "run_dir": str(run.path),
+        "output_dir": record.get("output_dir"),
         "log_path": record.get("log_path"), "exit_code": record.get("exit_code", last.get("exit_code")),
         "signal": record.get("signal", last.get("signal")), "pid": child.get("pid"),
         "supervisor_pid": sup.get("pid"), "supervisor_alive": sup_alive,
