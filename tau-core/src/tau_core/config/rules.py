@@ -353,8 +353,13 @@ def env_rules(ctx: RuleContext) -> None:
     base = ctx.where("runtime.env")
     total = 0
     for key, raw in env.items():
-        value = raw if isinstance(raw, str) else str(raw)
+        from tau_core.config.validate import _scalar_text
+
+        value = raw if isinstance(raw, str) else _scalar_text(raw)
         at = (*base, key)
+        if not isinstance(raw, str) and isinstance(raw, float):
+            ctx.warnings.append(ctx.doc.issue(at, f"runtime.env.{key}", f"unquoted number is passed as {value!r}",
+                                              "quote the value to keep its exact text", severity="warning"))
         if not ENV_NAME.match(key):
             ctx.error("runtime.env", f"{key!r} is not a valid environment variable name", at=at,
                       shown=f"runtime.env.{key}")
