@@ -250,3 +250,69 @@ def test_schema_helper_catches_unknown_fields_and_bad_types(tmp_path: Path) -> N
         validate_objects([job])
     with pytest.raises(FileNotFoundError, match="TAU_CRDS_DIR"):
         object_errors(rayjob, crds=tmp_path / "missing")
+
+
+_RAY_BASE = """\
+name: propray
+engine: rayjob
+entrypoint: train.py
+compute:
+  workers: 1
+policy:
+  namespace: research
+  queue: q
+"""
+
+_ray_intents = st.fixed_dictionaries(
+    {
+        "workers": st.integers(1, 16),
+        "gpw": st.integers(0, 8),
+        "gpu_class": st.sampled_from([None, "any", "h100-80gb"]),
+        "topology": st.sampled_from([None, "independent", "single-node-nvlink", "multi-node-nccl"]),
+        "image": st.sampled_from([None, "mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.40.0", "ray:latest"]),
+        "pip": st.lists(st.sampled_from(["torch==2.4.0", "numpy", "pyyaml>=6"]), max_size=3, unique=True),
+        "pvc": st.sampled_from([None, "blob"]),
+        "staged": st.booleans(),
+        "restricted": st.booleans(),
+        "mig": st.sampled_from([None, "1g.10gb"]),
+        "head_cpu": st.sampled_from([None, "500m", "2"]),
+    }
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(intent=_ray_intents)
+def test_random_rayjob_intents_render_valid_objects(
+    tmp_path_factory: pytest.TempPathFactory, intent: dict[str, Any]
+) -> None:
+    from tau_run.renderers.rayjob import render_rayjob
+
+    root = tmp_path_factory.getbasetemp() / "propray"
+    if not (root / "tau.yaml").exists():
+        root.mkdir(exist_ok=True)
+        (root / "tau.yaml").write_text(_RAY_BASE)
+        (root / "train.py").write_text("print('ray')\n")
+    cfg = copy.deepcopy(load_config(root / "tau.yaml").normalized)
+    cfg["compute"].update(workers=intent["workers"], gpus_per_worker=intent["gpw"], head_cpu_request=intent["head_cpu"])
+    if intent["mig"] and intent["gpw"]:
+        cfg["compute"].update(mig_profile=intent["mig"], gpu_resource_mode="mig")
+    cfg["policy"].update(gpu_class=intent["gpu_class"], topology=intent["topology"])
+    cfg["runtime"].update(image=intent["image"], pip=intent["pip"] or None)
+    cfg["runtime"]["security"]["mode"] = "restricted" if intent["restricted"] else None
+    cfg["storage"].update(data_pvc=intent["pvc"], publish="staged" if intent["staged"] else None)
+    request = RenderRequest(name="propray", config=cfg, context={}, config_dir=root)
+    try:
+        objects = render_rayjob(request)
+    except ConfigError as exc:
+        assert exc.message and "\n" not in exc.message and exc.hint
+        return
+    validate_objects(objects)
+    [rj] = objects
+    workers = rj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    assert workers["replicas"] == intent["workers"]
+    resources = workers["template"]["spec"]["containers"][0]["resources"]
+    gpu_key = f"nvidia.com/mig-{intent['mig']}" if intent["mig"] and intent["gpw"] else "nvidia.com/gpu"
+    assert resources["limits"].get(gpu_key) == (str(intent["gpw"]) if intent["gpw"] else None)
+    head = rj["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in head["resources"]["limits"]
+    assert json.dumps(objects) == json.dumps(render_rayjob(request))
