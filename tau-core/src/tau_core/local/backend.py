@@ -7,6 +7,19 @@ killed at any time without affecting the run.  Every verb reads the registry, wh
 
 A run is addressed by its run id (``train-261202-134501-a3f2``, printed at submit) or by its target
 name, which means the newest local run of that target.
+
+Dispatch from the lifecycle verbs (``tau run status|logs|get|cancel|resume``, ``tau logs``)::
+
+    local = get_backend("local")
+    if local.owns(name):                      # found in the local registry: no cluster is contacted
+        backend, ref = local, RunRef(name, "local")
+    else:
+        ...                                   # the Kubernetes target and backend
+
+``tau run list`` adds ``local.list()`` (``kind == "local"``, ``ref.backend == "local"``) to the cluster
+rows, and still shows the local rows when no cluster is reachable.  Besides the protocol, the backend
+offers what the verbs call on the Kubernetes backend: ``watch_status``, ``cancel_message``,
+``get(..., path=, pvc=)`` and a JSON ``message`` for ``resume(..., dry_run=True)``.
 """
 
 from __future__ import annotations
