@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 ALGORITHM = "minmax"
 DEFAULT_MAX_POINTS = 1200  # 800 px chart at 1.5 samples per px
 MAX_POINTS_LIMIT = 12000
-DISPLAY_SIG_FIGS = 7
+DISPLAY_SIG_FIGS = 6
 
 
 @dataclass(frozen=True)
@@ -310,15 +310,3 @@ def display_value(value: float) -> float:
     if value == 0 or not math.isfinite(value):
         return value
     return float(f"{value:.{DISPLAY_SIG_FIGS}g}")
-
-
-def sampling_meta(source_points: int, finite_points: int, rendered: int, budget: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "algorithm": ALGORITHM if rendered < finite_points else "none",
-        "source_points": source_points,
-        "finite_points": finite_points,
-        "rendered_points": rendered,
-        "requested_budget": budget,
-        "decimated": rendered < finite_points,
-        **extra,
-    }

@@ -43,7 +43,7 @@ PRIMARY_METRICS = (
 LOWER_IS_BETTER = ("loss", "error", "err", "perplexity", "ppl", "mse", "mae", "rmse", "nll", "latency", "time")
 # The whole page draws at most this many points; the per-series budget shrinks as series grow
 # so that 100 runs x 10 metrics still gives a page of a few megabytes.
-PAGE_POINT_BUDGET = 240_000
+PAGE_POINT_BUDGET = 200_000
 MIN_SERIES_BUDGET = 64
 COMMAND = "taugrid-portal experiment"
 
@@ -111,6 +111,17 @@ def _config_view(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+SUMMARY_FIELDS = ("metric_name", "count", "finite_count", "non_finite_count", "min_step", "max_step", "latest_step",
+                  "latest_wall_time", "latest_value", "min_value", "max_value")
+
+
+def _summary_view(row: dict[str, Any]) -> dict[str, Any]:
+    view = {k: row.get(k) for k in SUMMARY_FIELDS}
+    for key in ("latest_value", "min_value", "max_value"):
+        view[key] = _finite(view[key])
+    return view
+
+
 def _artifact_view(row: dict[str, Any]) -> dict[str, Any]:
     keep = ("artifact_id", "type", "name", "uri", "durable_ref", "content_type", "digest", "size_bytes",
             "step", "direction", "caption", "created_at")
@@ -145,18 +156,16 @@ def _assemble_chart(
         if row is None:
             continue
         steps, values = row["steps"], row["values"]
-        meta = downsample.sampling_meta(row["source_points"], row["finite_points"], len(steps), budget,
-                                        non_finite_points=row["non_finite_points"])
         series.append({
             "run_id": rid,
             "color": colors.get(rid, PALETTE[0]),
             "steps": steps,
             "values": values,
             "source_points": row["source_points"],
+            "non_finite_points": row["non_finite_points"],
             "finite_points": row["finite_points"],
             "rendered_points": len(steps),
-            "decimated": meta["decimated"],
-            "sampling": meta,
+            "decimated": len(steps) < row["finite_points"],
         })
         for key in totals:
             totals[key] += len(steps) if key == "rendered_points" else row[key]
@@ -319,10 +328,8 @@ def build_snapshot(
     for run in runs:
         view = run.to_dict()
         view["color"] = colors[run.run_id]
-        view["summaries"] = [summaries[(run.run_id, m)] for m in metric_names if (run.run_id, m) in summaries]
-        for s in view["summaries"]:
-            for key in ("latest_value", "min_value", "max_value"):
-                s[key] = _finite(s.get(key))
+        view["summaries"] = [_summary_view(summaries[(run.run_id, m)]) for m in metric_names
+                             if (run.run_id, m) in summaries]
         view["configs"] = [_config_view(c) for c in store.configs(run.run_id)]
         view["artifacts"] = [_artifact_view(a) for a in store.artifacts(run.run_id)]
         view["output_dir"] = run.result_uri
