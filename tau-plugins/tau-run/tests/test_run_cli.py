@@ -248,3 +248,17 @@ def test_validate_name_is_a_target_or_a_name(tau_cli, project: Path) -> None:  #
         assert r.exit_code == 0 and "other-name (job)" in r.stdout, r
     finally:
         os.chdir(old)
+
+
+def test_usage_errors_read_as_tau_run(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    r = tau_cli("run", "smoke", "extra", "--dry-run=client")
+    assert r.exit_code == 2, r
+    assert "Usage: tau run [OPTIONS] [TARGET]" in r.stderr and "\x00" not in r.stderr
+    r = tau_cli("run", "--dry-run=bogus")
+    assert r.exit_code == 2 and "'bogus' is not one of" in r.stderr
+
+
+def test_options_before_the_target_apply(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    r = tau_cli("run", "-n", "early", "smoke", "--dry-run=client", "-o", "json")
+    assert r.exit_code == 0, r
+    assert json.loads(r.stdout)["metadata"]["namespace"] == "early"

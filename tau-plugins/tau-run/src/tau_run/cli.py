@@ -74,6 +74,18 @@ def _lifecycle_command(name: str) -> click.Command | None:
     return None
 
 
+class _SubmitContext(click.Context):
+    @property
+    def command_path(self) -> str:
+        return self.parent.command_path if self.parent is not None else "tau run"
+
+
+class _SubmitCommand(click.Command):
+    """The hidden command behind ``tau run [TARGET]``: usage and errors read as ``tau run``."""
+
+    context_class = _SubmitContext
+
+
 class RunGroup(click.Group):
     """Dispatches ``tau run VERB`` to a verb and ``tau run [TARGET]`` to submission."""
 
@@ -104,6 +116,12 @@ class RunGroup(click.Group):
                                   hint="install the tau meta-package (pip install tau) for the lifecycle verbs")
             return lifecycle
         return None
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] == SUBMIT:
+            return "", submit_command, args[1:]
+        return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         rest = click.Command.parse_args(self, ctx, args)
@@ -142,7 +160,7 @@ def run(**_: Any) -> None:
     """
 
 
-@click.command(SUBMIT, context_settings=CONTEXT, hidden=True)
+@click.command(SUBMIT, cls=_SubmitCommand, context_settings=CONTEXT, hidden=True)
 @click.argument("target", required=False)
 @_run_options
 @click.pass_context
