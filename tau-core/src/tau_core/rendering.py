@@ -838,6 +838,30 @@ def source_payload_digest(image: str, path: str, entrypoint: str) -> dict[str, s
     return {keys.PAYLOAD_DIGEST: sha256_hex(f"{image}\n{path}\n{entrypoint}")}
 
 
+_QUANTITY = re.compile(r"^([+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][-+]?[0-9]+|[mkMGTPE]|[KMGTPE]i)?$")
+_SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
+
+
+def quantity_value(value: Any) -> float | None:
+    """A Kubernetes resource quantity as a number (``"500m"`` -> 0.5, ``"1Gi"`` -> 1073741824.0)."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        return None
+    number, suffix = float(match.group(1)), match.group(2) or ""
+    if suffix[:1] in ("e", "E") and suffix not in _SUFFIX:
+        return float(number * 10 ** int(suffix[1:]))
+    return number * _SUFFIX[suffix]
+
+
+def check_request_within_limit(what: str, request: Any, limit: Any) -> None:
+    """A request above its limit is rejected by the API server; say so before submitting."""
+    req, lim = quantity_value(request), quantity_value(limit)
+    if req is not None and lim is not None and req > lim:
+        raise ConfigError(f"{what} request {request} is above its limit {limit}",
+                          hint="raise the limit or lower the request")
+
+
 def detached(objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Independent plain copies (no shared sub-objects, so YAML has no anchors and edits stay local)."""
     return [json.loads(json.dumps(obj)) for obj in objects]

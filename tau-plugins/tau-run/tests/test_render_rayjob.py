@@ -307,3 +307,20 @@ def test_deterministic(tmp_path: Path) -> None:
     text = BASE.replace("entrypoint: train.py", "entrypoint: project/main.py") + "run:\n  working_dir: project\n"
     files: dict[str, str | bytes] = {"project/main.py": "print(1)\n"}
     assert json.dumps(render(tmp_path, text, files=files)) == json.dumps(render(tmp_path, text, files=files))
+
+
+def test_limit_only_caps_the_default_request(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "  gpus_per_worker: 0\n", "  gpus_per_worker: 0\n  worker_memory_limit: 768Mi\n  worker_cpu_limit: '1'\n"
+    )
+    rj = render(tmp_path, text)
+    wr = container(worker_group(rj)["template"]["spec"], "ray-worker")["resources"]
+    assert wr == {"limits": {"cpu": "1", "memory": "768Mi"}, "requests": {"cpu": "1", "memory": "768Mi"}}
+
+
+def test_request_above_limit_is_an_error(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "  gpus_per_worker: 0\n", "  gpus_per_worker: 0\n  head_cpu_request: '4'\n  head_cpu_limit: 500m\n"
+    )
+    with pytest.raises(ConfigError, match="head cpu request 4 is above its limit 500m"):
+        render(tmp_path, text)

@@ -209,6 +209,8 @@ class _JobRenderer:
         if gpus > 0:
             res_req[keys.NVIDIA_GPU] = str(gpus)
             res_lim[keys.NVIDIA_GPU] = str(gpus)
+        for res_name in ("cpu", "memory"):
+            r.check_request_within_limit(f"compute.{res_name}", res_req[res_name], res_lim[res_name])
         res = resources(res_req, res_lim, limit_follows_request=False)
         if res:
             main["resources"] = res

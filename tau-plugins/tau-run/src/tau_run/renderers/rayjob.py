@@ -645,6 +645,12 @@ class _RayJobRenderer:
             lim = r.get(cfg, f"compute.{role}_{res}_limit") or r.get(cfg, f"compute.{res}_limit")
             requests[res] = req or defaults[res][0]
             limits[res] = lim or (req if req else defaults[res][1])
+            if lim and not req:
+                # only a limit was given: a default request above it would be rejected, so cap it
+                req_value, lim_value = r.quantity_value(requests[res]), r.quantity_value(lim)
+                if req_value is not None and lim_value is not None and req_value > lim_value:
+                    requests[res] = lim
+            r.check_request_within_limit(f"{role} {res}", requests[res], limits[res])
         if gpus > 0:
             requests[gpu_resource] = str(gpus)
             limits[gpu_resource] = str(gpus)
