@@ -50,9 +50,10 @@ def test_missing_target_lists_available(tmp_path: Path) -> None:
     assert "train" in (exc.value.hint or "")
 
 
-def test_target_must_be_a_name(tmp_path: Path) -> None:
-    with pytest.raises(UsageError):
-        resolve_target("../etc/passwd", cwd=repo(tmp_path))
+@pytest.mark.parametrize("hostile", ["../etc/passwd", "..", ".", "a/b", "/etc/passwd", "a\\b", "", "-rf", "x\x00y"])
+def test_target_must_be_a_name(tmp_path: Path, hostile: str) -> None:
+    with pytest.raises(UsageError, match="must be a name"):
+        resolve_target(hostile, cwd=repo(tmp_path))
 
 
 def test_default_files_and_ambiguity(tmp_path: Path) -> None:
