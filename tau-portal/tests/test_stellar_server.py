@@ -284,3 +284,24 @@ def test_open_rejects_unknown_targets_before_serving(store_path: Path) -> None:
                        capture_output=True, text=True, timeout=60, env={**os.environ, "TAU_EXP_STORE": str(store_path)})
     assert r.returncode == 1 and "no experiment, run group or run named 'swep'" in r.stderr
     assert "did you mean 'sweep'" in r.stderr
+
+
+def test_snapshots_are_cached_until_the_store_changes(tmp_path: Path) -> None:
+    from taugrid_portal.store import ExperimentStore
+    from taugrid_portal.store.writes import import_jsonl
+
+    root = tmp_path / "store"
+    store, _ = ExperimentStore.init(root, project="demo")
+    with store:
+        import_jsonl(store, run="run-a", history=[str(_history(tmp_path / "a.jsonl", 50, 0))], group="g")
+    for url in _serve(root):
+        first = httpx.get(url + "/api/stellar/snapshot?target=g", timeout=30).json()
+        time.sleep(1.1)  # generated_at has one-second resolution
+        again = httpx.get(url + "/api/stellar/snapshot?target=g", timeout=30).json()
+        assert again["generated_at"] == first["generated_at"]  # served from the cache
+        with ExperimentStore.open(root) as writer:  # another process/connection writes
+            import_jsonl(writer, run="run-b", history=[str(_history(tmp_path / "b.jsonl", 50, 1))], group="g")
+        fresh = httpx.get(url + "/api/stellar/snapshot?target=g", timeout=30).json()
+        assert sorted(r["run_id"] for r in fresh["runs"]) == ["run-a", "run-b"]
+        page = httpx.get(url + "/stellar?target=g", timeout=30)
+        assert "run-b" in page.text

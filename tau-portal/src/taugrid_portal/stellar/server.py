@@ -59,6 +59,34 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class SnapshotCache:
+    """Recently built snapshots (and their rendered forms), valid while the store is unchanged.
+
+    SQLite's ``PRAGMA data_version`` changes whenever another connection commits, so a page
+    reload over an unchanged store costs no re-read of the metric files, and any write (an
+    import, a new run) is seen on the next request.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.entries: dict[tuple[Any, ...], tuple[Any, dict[str, Any], dict[str, Any]]] = {}
+        self.lock = threading.Lock()
+
+    def get(self, store: Any, key: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> tuple[dict, dict]:
+        version = store.query("PRAGMA data_version")[0]["data_version"]
+        with self.lock:
+            hit = self.entries.get(key)
+            if hit is not None and hit[0] == version:
+                self.entries[key] = self.entries.pop(key)  # most recently used last
+                return hit[1], hit[2]
+        snap = build()
+        with self.lock:
+            self.entries[key] = (version, snap, {})
+            while len(self.entries) > self.size:
+                self.entries.pop(next(iter(self.entries)))
+            return snap, self.entries[key][2]
+
+
 def _error(status: int, code: str, detail: str, hint: str | None = None) -> Any:
     from starlette.responses import JSONResponse
 
@@ -96,12 +124,21 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
     root = Path(store_path)
     state: dict[str, Any] = {"store": None}
     lock = threading.Lock()
+    cache = SnapshotCache()
 
     def store() -> Any:
         with lock:
             if state["store"] is None:
                 state["store"] = ExperimentStore.open(root)
             return state["store"]
+
+    def cached_snapshot(request: Request) -> tuple[dict[str, Any], dict[str, Any]]:
+        target = required(request, "target")
+        metric = request.query_params.get("metric") or None
+        max_points = _int_param(request.query_params, "max_points")
+        s = store()
+        return cache.get(s, (target, metric, max_points),
+                         lambda: build_snapshot(s, target, metric=metric, max_points=max_points))
 
     def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
@@ -145,18 +182,16 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
         return JSONResponse({"ok": True, "store_path": str(root), "source": "local"})
 
     def page(request: Request) -> Response:
-        target = required(request, "target")
-        snap = build_snapshot(store(), target, metric=request.query_params.get("metric") or None,
-                              max_points=_int_param(request.query_params, "max_points"))
-        return HTMLResponse(render_html(snap, series_path="/api/stellar/series"),
-                            headers={"Cache-Control": "no-store"})
+        snap, rendered = cached_snapshot(request)
+        if "html" not in rendered:
+            rendered["html"] = render_html(snap, series_path="/api/stellar/series")
+        return HTMLResponse(rendered["html"], headers={"Cache-Control": "no-store"})
 
     def snapshot(request: Request) -> Response:
-        target = required(request, "target")
-        snap = build_snapshot(store(), target, metric=request.query_params.get("metric") or None,
-                              max_points=_int_param(request.query_params, "max_points"))
-        return Response(to_json(snap, indent=None), media_type="application/json",
-                        headers={"Cache-Control": "no-store"})
+        snap, rendered = cached_snapshot(request)
+        if "json" not in rendered:
+            rendered["json"] = to_json(snap, indent=None)
+        return Response(rendered["json"], media_type="application/json", headers={"Cache-Control": "no-store"})
 
     def series(request: Request) -> Response:
         target = required(request, "target")
