@@ -77,6 +77,10 @@ def test_example_contracts(rendered: dict[tuple[str, str], str]) -> None:
     assert job["metadata"]["annotations"][keys.WORKLOAD_PROFILE] == "kind-cpu-job"
     [ray] = _objects(rendered[("kind-smoke", "ray")])
     assert ray["kind"] == "RayJob" and ray["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 2
+    job, svc = _objects(rendered[("kind-smoke", "torchrun")])
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2
+    assert svc["kind"] == "Service" and svc["metadata"]["name"] == "tau-kind-ddp-headless"
+    assert job["spec"]["template"]["spec"]["subdomain"] == "tau-kind-ddp-headless"
     [tune] = _objects(rendered[("ray-tune-smoke", "tune")])
     head_env = {
         e["name"] for e in tune["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]
