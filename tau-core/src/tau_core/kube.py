@@ -21,6 +21,7 @@ Commands call the async API through :func:`run` at the edge.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import os
 import random
@@ -340,7 +341,7 @@ class KubeSession:
     """
 
     def __init__(self, api_client: Any, *, server: str, context: str, namespace: str | None,
-                 kubeconfig: list[Path], retry: RetryPolicy | None = None) -> None:
+                 kubeconfig: builtins.list[Path], retry: RetryPolicy | None = None) -> None:
         self._api = api_client
         self.server = server
         self.context = context
@@ -439,7 +440,7 @@ class KubeSession:
         result: dict[str, Any] = await self.request("GET", path, query=query)
         return result
 
-    async def list_items(self, path: str, **kwargs: Any) -> list[dict[str, Any]]:
+    async def list_items(self, path: str, **kwargs: Any) -> builtins.list[dict[str, Any]]:
         return list((await self.list(path, **kwargs)).get("items") or [])
 
     async def create(self, path: str, body: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
@@ -547,7 +548,7 @@ class KubeSession:
         qualified = f"{resource}.{group}" if group else resource
         verb = _verb(method, path, query)
         scope = f" in namespace \"{namespace}\"" if namespace else " at cluster scope"
-        kw = {"status": status, "reason": reason, "body": body}
+        kw: dict[str, Any] = {"status": status, "reason": reason, "body": body}
         if status == 401:
             return KubeApiError(
                 f"the API server at {self.server} rejected the credential for context \"{self.context}\" "

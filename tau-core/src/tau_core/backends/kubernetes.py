@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import json
 import os
 import posixpath
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from tau_core import keys
 from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
@@ -220,7 +221,7 @@ class KubernetesBackend:
             return snap
         specs = _collections(ns, name, snap)
 
-        async def read(key: str) -> list[Obj]:
+        async def read(key: str) -> builtins.list[Obj]:
             path, labels = specs[key]
             result = await session.list(path, label_selector=labels)
             snap.versions[key] = str((result.get("metadata") or {}).get("resourceVersion") or "")
@@ -298,7 +299,7 @@ class KubernetesBackend:
             if status.terminal or (max_iterations and frames >= max_iterations):
                 return
 
-    async def _watch_gen(self, ref: RunRef, interval: float) -> AsyncIterator[RunStatus]:
+    async def _watch_gen(self, ref: RunRef, interval: float) -> AsyncGenerator[RunStatus, None]:
         session = await self._session()
         try:
             target = await self.resolve(session, ref)
@@ -364,7 +365,7 @@ class KubernetesBackend:
 
     # -- list -------------------------------------------------------------------------------
     async def list_async(self, session: KubeSession, namespace: str | None, queue: str | None,
-                         include_external: bool, workspace: str | None = None) -> list[RunSummary]:
+                         include_external: bool, workspace: str | None = None) -> builtins.list[RunSummary]:
         target = await self.resolve(session, RunRef("", namespace=namespace, workspace=workspace))
         ns = target.namespace
         selector = None if include_external else f"{keys.MANAGED_BY}={keys.MANAGED_BY_VALUE}"
@@ -372,7 +373,7 @@ class KubernetesBackend:
             session.list_items(api_path(*JOB_API, namespace=ns), label_selector=selector),
             _optional_list(session, api_path(*RAYJOB_API, namespace=ns), selector),
         )
-        rows: list[RunSummary] = []
+        rows: builtins.list[RunSummary] = []
         for obj, kind in [(j, "Job") for j in jobs] + [(r, "RayJob") for r in rayjobs]:
             meta = _meta(obj)
             owners = meta.get("ownerReferences") or []
@@ -389,8 +390,8 @@ class KubernetesBackend:
         return rows
 
     def list(self, *, namespace: str | None = None, queue: str | None = None,
-             include_external: bool = False, workspace: str | None = None) -> list[RunSummary]:
-        result: list[RunSummary] = self._run(self.list_async, namespace, queue, include_external, workspace)
+             include_external: bool = False, workspace: str | None = None) -> builtins.list[RunSummary]:
+        result: builtins.list[RunSummary] = self._run(self.list_async, namespace, queue, include_external, workspace)
         return result
 
     # -- submit -----------------------------------------------------------------------------
@@ -460,7 +461,7 @@ class KubernetesBackend:
                      "replacing a failed run")
 
     async def _preflight_secrets(self, session: KubeSession, ns: str, objects: Sequence[Obj]) -> None:
-        names: list[str] = []
+        names: builtins.list[str] = []
         for obj in objects:
             for c in _all_containers(obj):
                 for env in c.get("env") or []:
@@ -483,7 +484,7 @@ class KubernetesBackend:
                                     hint="ask your platform team to create it, or fix runtime.env_secret")
 
     async def _preflight_priorities(self, session: KubeSession, request: SubmitRequest,
-                                    objects: list[Obj]) -> None:
+                                    objects: builtins.list[Obj]) -> None:
         policy = dict(request.config.get("policy") or {})
         explicit = {policy.get("workload_priority_class"), policy.get("pod_priority_class")}
         profile = request.context.get("workload_profile") or {}
@@ -495,7 +496,7 @@ class KubernetesBackend:
         candidates = [c for c in {wpc, *pcs} if c in DEFAULT_PRIORITY_CLASSES and c not in explicit]
         if not candidates:
             return
-        missing: list[str] = []
+        missing: builtins.list[str] = []
         for cls in sorted(set(candidates)):
             for api, plural, what in (("kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass"),
                                       ("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass")):
@@ -588,12 +589,12 @@ class KubernetesBackend:
                                     hint="it was deleted (cancelled?); nothing is retried")
         return last
 
-    def server_dry_run(self, request: SubmitRequest) -> list[Obj]:
+    def server_dry_run(self, request: SubmitRequest) -> builtins.list[Obj]:
         """The objects as the API server would store them (``--dry-run=server``), without creating them."""
         req = SubmitRequest(request.name, request.config, request.objects, {**request.context, "dry_run": "server"},
                             request.config_path, request.config_hash, request.submission_id, request.extra_env)
         result = self.submit(req)
-        objects: list[Obj] = json.loads(result.message)
+        objects: builtins.list[Obj] = json.loads(result.message)
         return objects
 
     # -- cancel -----------------------------------------------------------------------------
@@ -640,7 +641,7 @@ class KubernetesBackend:
         """Lines of the run's logs (Job pods, or a RayJob's driver output)."""
         return _iterate(self._logs_gen, ref, options)
 
-    async def _logs_gen(self, ref: RunRef, options: LogOptions) -> AsyncIterator[str]:
+    async def _logs_gen(self, ref: RunRef, options: LogOptions) -> AsyncGenerator[str, None]:
         session = await self._session()
         try:
             target = await self.resolve(session, ref)
@@ -678,7 +679,7 @@ class KubernetesBackend:
                 f"no logs found for run \"{name}\" in namespace {ns}; it may not exist or may not have started",
                 hint=f"run `tau run list -n {ns}` or `tau run status {name}`")
         pods.sort(key=lambda p: _meta(p).get("creationTimestamp") or "")
-        streams: list[tuple[str, str]] = []
+        streams: builtins.list[tuple[str, str]] = []
         for pod in pods:
             pod_name = _meta(pod).get("name", "")
             spec = pod.get("spec") or {}
@@ -731,7 +732,7 @@ class KubernetesBackend:
         for _ in range(10_000):
             status = rayjob.get("status") or {}
             cluster = status.get("rayClusterName")
-            candidates: list[tuple[str, str]] = []
+            candidates: builtins.list[tuple[str, str]] = []
             if cluster:
                 heads = await session.list_items(
                     pods_path, label_selector=f"{keys.RAY_CLUSTER}={cluster},{keys.RAY_NODE_TYPE}=head")
@@ -746,13 +747,13 @@ class KubernetesBackend:
                     main = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
                     candidates.append((_meta(pod)["name"], str(main)))
             if candidates:
-                pod, container = candidates[-1]
+                pod_name, container = candidates[-1]
                 if options.follow:
-                    async for line in self._stream(session, ns, pod, container, options, False):
+                    async for line in self._stream(session, ns, pod_name, container, options, False):
                         yield line
                     return
                 try:
-                    text = await session.text(api_path("v1", "pods", namespace=ns, name=pod, subresource="log"),
+                    text = await session.text(api_path("v1", "pods", namespace=ns, name=pod_name, subresource="log"),
                                               query=_log_query(container, options, follow=False))
                 except KubeApiError as exc:
                     if exc.status != 400:
@@ -897,7 +898,7 @@ class KubernetesBackend:
 
         self._run(go)
 
-    def _rerender(self, request: SubmitRequest, context: Mapping[str, Any]) -> list[Obj]:
+    def _rerender(self, request: SubmitRequest, context: Mapping[str, Any]) -> builtins.list[Obj]:
         from tau_core.rendering import RenderRequest, render
 
         submission_id = new_submission_id()
@@ -1344,7 +1345,10 @@ async def _merge(gens: list[AsyncIterator[str]]) -> AsyncIterator[str]:
                 raise t.exception()  # type: ignore[misc]
 
 
-def _iterate(factory: Callable[..., AsyncIterator[str]], *args: Any) -> Iterator[str]:
+T = TypeVar("T")
+
+
+def _iterate(factory: Callable[..., AsyncGenerator[T, None]], *args: Any) -> Iterator[T]:
     """Drive an async generator from synchronous code, one item at a time."""
     loop = asyncio.new_event_loop()
     agen = factory(*args)
@@ -1429,11 +1433,11 @@ def _parse_helper(text: str, mode: str, target: str, root: str, pod: str) -> Art
         return base64.b64decode("".join(lines[begin + 1:end]))
     if not any(line.startswith(LIST_COMPLETE) for line in lines):
         raise TauError(f"the helper pod {pod} returned an incomplete listing", hint="retry the command")
-    entries = []
+    entries: list[dict[str, Any]] = []
     for line in lines:
         if line.startswith("F "):
             _, size, encoded = line.split(" ", 2)
             entries.append({"path": base64.b64decode(encoded).decode("utf-8", "replace"), "size": int(size),
                             "type": "file"})
-    entries.sort(key=lambda e: e["path"])
+    entries.sort(key=lambda e: str(e["path"]))
     return ArtifactListing(root=target, entries=entries)
