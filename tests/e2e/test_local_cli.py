@@ -152,6 +152,16 @@ def test_a_local_descriptor_makes_plain_tau_run_local(local: Local) -> None:
     assert local.wait(run)["succeeded"]
 
 
+def test_init_repo_local_scaffold_runs_its_smoke_target(local: Local) -> None:
+    local.tau("workspace", "init-repo", "my-research", "--local")
+    repo = local.root / "my-research"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    run = local.submit(repo, "smoke", local_flag=False)
+    doc = local.wait(run)
+    assert doc["succeeded"] and doc["phases"][-1] == ("Evidence", "done"), doc
+    assert "step 1 loss" in "\n".join(local.logs(run))
+
+
 def test_failing_exit_code(local: Local) -> None:
     run = local.submit(local.project("import sys\nprint('bad hyperparameter')\nsys.exit(7)\n"))
     doc = local.wait(run)
