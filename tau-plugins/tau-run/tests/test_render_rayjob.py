@@ -324,3 +324,35 @@ def test_request_above_limit_is_an_error(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="head cpu request 4 is above its limit 500m"):
         render(tmp_path, text)
+
+
+def test_working_dir_entrypoint_rules(tmp_path: Path) -> None:
+    from tau_run.renderers.rayjob import render_rayjob as rr
+
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "main.py").write_text("print(1)\n")
+    (tmp_path / "project" / "notes.txt").write_text("x")
+    (tmp_path / "outside.py").write_text("print(2)\n")
+    base = {"engine": "rayjob", "run": {"working_dir": "project"}, "compute": {"workers": 1, "gpus_per_worker": 0}}
+    ctx = {"namespace": "n", "queue": "q"}
+
+    def req(entry: str, **run: Any) -> RenderRequest:
+        cfg = json.loads(json.dumps(base))
+        cfg["entrypoint"] = entry
+        cfg["run"].update(run)
+        return RenderRequest(name="wd", config=cfg, context=ctx, config_dir=tmp_path)
+
+    with pytest.raises(ConfigError, match=r"must lie inside run\.working_dir"):
+        rr(req("outside.py"))
+    with pytest.raises(ConfigError, match=r"must be a \.py file"):
+        rr(req("project/notes.txt"))
+    with pytest.raises(ConfigError, match=r"excluded from the run\.working_dir archive"):
+        rr(req("project/main.py", working_dir_excludes=["main.py"]))
+    with pytest.raises(ConfigError, match="is not a directory"):
+        rr(req("project/main.py", working_dir="missing"))
+    (tmp_path / "project" / "link.py").symlink_to(tmp_path / "outside.py")
+    [rj] = rr(req("project/main.py"))
+    env = {e["name"]: e["value"] for e in head(rj)["initContainers"][-1]["env"]}
+    doc = json.loads(gzip.decompress(base64.b64decode(env["TAU_PAYLOAD_B64"])))
+    names = zipfile.ZipFile(io.BytesIO(base64.b64decode(doc["files"]["_tau_project.zip"]))).namelist()
+    assert names == ["main.py", "notes.txt"]
