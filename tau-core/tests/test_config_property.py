@@ -70,7 +70,16 @@ def test_random_text_never_crashes(text: str) -> None:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.text(max_size=15), values, max_size=6))
 def test_random_documents_never_crash(data: dict[str, Any]) -> None:
-    _check(json.dumps(data, default=str))
+    text = json.dumps(data, default=str)
+    _check(text)
+    try:
+        doc = parse_yaml(text, "prop.yaml")
+    except ConfigValidationError:
+        return
+    from tau_core.config.validate import _prenormalize
+
+    pre = _prenormalize(doc.data, doc, [])
+    assert schema_accepts(pre) == (Walker(doc).walk(pre) == [])
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

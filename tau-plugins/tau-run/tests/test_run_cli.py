@@ -262,3 +262,8 @@ def test_options_before_the_target_apply(tau_cli, project: Path) -> None:  # typ
     r = tau_cli("run", "-n", "early", "smoke", "--dry-run=client", "-o", "json")
     assert r.exit_code == 0, r
     assert json.loads(r.stdout)["metadata"]["namespace"] == "early"
+
+
+def test_group_config_applies_to_validate(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    r = tau_cli("run", "-c", "tau/smoke.yaml", "validate")
+    assert r.exit_code == 0 and "tau/smoke.yaml is valid" in r.stdout, r

@@ -18,7 +18,8 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
               help="Config file to validate (default: tau.yaml, tau.yml or .tau.yaml).")
 @click.option("--project", help="Project in tau.projects.yaml (monorepos).")
 @output_option("table", "json")
-def validate(name: str | None, config: Path | None, project: str | None, output: str) -> None:
+@click.pass_context
+def validate(ctx: click.Context, /, name: str | None, config: Path | None, project: str | None, output: str) -> None:
     """Check a run config offline: schema, field rules and config-relative files.
 
     Every problem is reported at once as FILE:LINE:COLUMN: FIELD: PROBLEM with a hint.
@@ -33,6 +34,9 @@ def validate(name: str | None, config: Path | None, project: str | None, output:
     """
     from tau_run.validation import run_validate
 
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    config = config or parent.get("config")  # tau run -c FILE validate
+    project = project or parent.get("project")
     doc = run_validate(name=name, config=config, project=project, as_json=output == "json")
     if output == "json":
         emit(doc, "json")
