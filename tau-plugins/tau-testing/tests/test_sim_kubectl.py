@@ -242,3 +242,20 @@ def test_helm_installs_upgrades_and_uninstalls_a_chart(helm_bin, cluster, tmp_pa
     helm("uninstall", "demo", "-n", "default")
     assert cluster.store.get("v1", "ConfigMap", "default", "demo-settings") is None
     assert cluster.store.get("v1", "ServiceAccount", "default", "demo") is None
+
+
+def test_get_prints_server_side_table_columns(kubectl, cluster):
+    cluster.store.create(pod("worker"))
+    running = cluster.store.get("v1", "Pod", "default", "worker")
+    cluster.store.update_status({**running, "status": {"phase": "Running", "containerStatuses": [
+        {"name": "main", "ready": True, "restartCount": 2, "state": {"running": {}}}]}})
+    cluster.advance(90)
+    lines = kubectl("get", "pods").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert lines[1].split() == ["worker", "1/1", "Running", "2", "90s"]
+    cluster.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                          "metadata": {"name": "lq", "namespace": "default"}, "spec": {"clusterQueue": "cq"}})
+    header = kubectl("get", "localqueues").stdout.splitlines()[0].split()
+    assert header[:2] == ["NAME", "CLUSTERQUEUE"]
+    row = kubectl("get", "localqueues").stdout.splitlines()[1].split()
+    assert row[:2] == ["lq", "cq"]

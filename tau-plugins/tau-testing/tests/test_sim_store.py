@@ -212,3 +212,17 @@ def test_kubectl_and_helm_binaries_run(kubectl_bin, helm_bin):
     assert '"clientVersion"' in out.stdout
     helm = subprocess.run([str(helm_bin), "version", "--short"], capture_output=True, text=True, check=True)
     assert helm.stdout.startswith("v")
+
+
+def test_table_helpers():
+    from tau_testing.sim.tables import human_duration, jsonpath
+
+    assert [human_duration(s) for s in (5, 119, 200, 3600, 4 * 3600 + 60, 30 * 3600, 3 * 86400 + 3600, 40 * 86400)] \
+        == ["5s", "119s", "3m20s", "60m", "4h1m", "30h", "3d1h", "40d"]
+    obj = {"status": {"conditions": [{"type": "Admitted", "status": "True"}, {"type": "Finished", "status": "False"}],
+                      "items": [{"n": 1}, {"n": 2}]}}
+    assert jsonpath(obj, '.status.conditions[?(@.type=="Admitted")].status') == ["True"]
+    assert jsonpath(obj, ".status.conditions[?(@.type=='Finished')].status") == ["False"]
+    assert jsonpath(obj, ".status.items[*].n") == [1, 2]
+    assert jsonpath(obj, ".status.items[1].n") == [2]
+    assert jsonpath(obj, ".status.missing") == []

@@ -101,9 +101,11 @@ class LogBook:
 
     def read(self, namespace: str, pod: str, container: str, *, previous: bool = False, tail: int | None = None,
              since: datetime | float | None = None, timestamps: bool = False,
-             limit_bytes: int | None = None) -> list[str]:
-        """Lines as ``pods/log`` returns them (without trailing newlines)."""
-        entries, _, _ = self.entries(namespace, pod, container, previous=previous)
+             limit_bytes: int | None = None, entries: list[tuple[datetime, str]] | None = None) -> list[str]:
+        """Lines as ``pods/log`` returns them (without trailing newlines); ``entries`` reads a snapshot
+        taken with ``entries()`` instead of the live stream."""
+        if entries is None:
+            entries, _, _ = self.entries(namespace, pod, container, previous=previous)
         if since is not None:
             if not isinstance(since, datetime):
                 from datetime import timedelta

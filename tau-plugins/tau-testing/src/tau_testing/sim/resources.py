@@ -136,6 +136,33 @@ def builtin_types() -> list[ResourceType]:
         # CRDs
         r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False,
           short_names=("crd", "crds"), subresources=("status",)),
+        # what Helm charts (Kueue, KubeRay, TauGrid) commonly carry besides the above; stored, not acted upon
+        r("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False, short_names=("pv",),
+          subresources=("status",)),
+        r("", "v1", "podtemplates", "PodTemplate"),
+        r("apps", "v1", "daemonsets", "DaemonSet", short_names=("ds",), subresources=("status",),
+          categories=("all",)),
+        r("apps", "v1", "controllerrevisions", "ControllerRevision"),
+        r("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+          namespaced=False),
+        r("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+          "ValidatingWebhookConfiguration", namespaced=False),
+        r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=("pdb",),
+          subresources=("status",)),
+        r("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short_names=("netpol",)),
+        r("networking.k8s.io", "v1", "ingresses", "Ingress", short_names=("ing",), subresources=("status",)),
+        r("networking.k8s.io", "v1", "ingressclasses", "IngressClass", namespaced=False),
+        r("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short_names=("hpa",),
+          subresources=("status",), categories=("all",)),
+        r("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short_names=("sc",)),
+        r("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False),
+        r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
+        r("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
+        r("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False, subresources=("status",)),
+        r("flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema", namespaced=False,
+          subresources=("status",)),
+        r("flowcontrol.apiserver.k8s.io", "v1", "prioritylevelconfigurations", "PriorityLevelConfiguration",
+          namespaced=False, subresources=("status",)),
     ]
 
 

@@ -456,7 +456,8 @@ class ApiApp:
                 obj = self.store.get(rtype.api_version, rtype.kind, target.namespace, target.name)
                 if obj is None:
                     raise errors.not_found(rtype.plural, rtype.group, target.name)
-                await response.json(200, obj)
+                table = self._table(request, rtype, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]})
+                await response.json(200, table if table is not None else obj)
             else:
                 await self._list(request, response, target)
             return False
@@ -582,8 +583,23 @@ class ApiApp:
         if token:
             meta["continue"] = token
             meta["remainingItemCount"] = remaining
-        await response.json(200, {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta,
-                                  "items": items})
+        table = self._table(request, rtype, items, meta)
+        await response.json(200, table if table is not None else {
+            "kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta, "items": items})
+
+    def _table(self, request: Request, rtype: ResourceType, items: list[dict[str, Any]],
+               meta: dict[str, Any]) -> dict[str, Any] | None:
+        """A Table of ``items`` when the client asked for one (``kubectl get``), else None."""
+        from tau_testing.sim import tables
+
+        if not tables.wants_table(request.headers.get("accept", "")):
+            return None
+        crd = None
+        if rtype.custom:
+            crd = self.store.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None,
+                                 f"{rtype.plural}.{rtype.group}")
+        columns = tables.columns_for(rtype, crd)
+        return tables.table(rtype, items, self.cluster.clock.now(), columns, request.param("includeObject"), meta)
 
     # -- watch -----------------------------------------------------------------------------------------------
 
@@ -594,6 +610,7 @@ class ApiApp:
         field_selector = request.param("fieldSelector")
         fmatch = parse_field_selector(field_selector, rtype.group, rtype.kind)
         name_match = target.name
+        as_table = "as=Table" in request.headers.get("accept", "")
 
         def selected(obj: dict[str, Any]) -> bool:
             if name_match is not None and obj["metadata"]["name"] != name_match:
@@ -658,8 +675,11 @@ class ApiApp:
                             continue
                     elif not now_matches:
                         continue
-                    shown = dict(obj)
+                    shown: dict[str, Any] = dict(obj)
                     shown["apiVersion"] = rtype.api_version
+                    if as_table:
+                        shown = self._table(request, rtype, [shown], {
+                            "resourceVersion": shown["metadata"]["resourceVersion"]}) or shown
                     batch.append(json.dumps({"type": event_type, "object": shown}, separators=(",", ":")).encode()
                                  + b"\n")
                 if send_initial and request.flag("sendInitialEvents") and bookmarks and initial_count == 0:
@@ -751,8 +771,9 @@ class ApiApp:
             from tau_testing.sim.clock import parse_time
 
             since = parse_time(request.param("sinceTime") or "")
+        snapshot, _, generation = logs.entries(ns, name, container, previous=previous)
         lines = logs.read(ns, name, container, previous=previous, tail=tail, since=since, timestamps=timestamps,
-                          limit_bytes=limit)
+                          limit_bytes=limit, entries=snapshot)
         if not request.flag("follow") or previous:
             text = "".join(line + "\n" for line in lines)
             if limit is not None:
@@ -779,8 +800,7 @@ class ApiApp:
                 used += len(data)
                 if data:
                     await response.chunk(data)
-            _, _, generation = logs.entries(ns, name, container)
-            index = len(logs.entries(ns, name, container)[0])
+            index = len(snapshot)  # continue right after the snapshot the first lines came from
             assert self.closing is not None
             while not disconnected.is_set() and not self.closing.is_set():
                 if limit is not None and used >= limit:
