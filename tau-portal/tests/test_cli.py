@@ -189,3 +189,26 @@ def test_help_and_version_stay_import_light():
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_stellar_verbs_are_lazy_and_optional(portal, monkeypatch):
+    import importlib.util
+
+    help_text = portal("experiment", "--help").stdout
+    for verb in ("stellar", "serve"):
+        assert f"  {verb}" in help_text
+    assert "  dashboard" not in help_text  # an alias, resolved but not listed
+    assert portal("experiment", "dashboard", "--help").exit_code == 0
+
+    real = importlib.util.find_spec
+
+    def without_stellar(name, *args, **kwargs):
+        if name.startswith("taugrid_portal.stellar"):
+            return None
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_stellar)
+    bare = portal("experiment", "--help")
+    assert bare.exit_code == 0 and "  stellar" not in bare.stdout and "  search" in bare.stdout
+    missing = portal("experiment", "stellar", "x")
+    assert missing.exit_code == 2 and "No such command 'stellar'" in missing.stderr

@@ -45,6 +45,9 @@ def test_v0_store_with_hypotheses_and_questions_migrates_to_v5(tmp_path):
     """)
     conn.commit()
     conn.close()
+    (root / "append-log").mkdir()
+    legacy_log = root / "append-log" / "runs.jsonl"
+    legacy_log.write_text('{"run_id": "r1"}\n{"run_id": "r2"}\n')
 
     store = ExperimentStore.open(root)
     assert any("expstore.v0 -> expstore.v1" in w and "expstore.v4 -> expstore.v5" in w for w in store.warnings)
@@ -62,6 +65,8 @@ def test_v0_store_with_hypotheses_and_questions_migrates_to_v5(tmp_path):
     assert store.resolve_target("does-lr-matter").run_ids == ["r1"]
     # the migrated store is fully writable, and opening it again is a no-op
     record_run(store, "r3", project="legacy", group="arm-b", metrics={"loss": 0.5})
+    lines = legacy_log.read_text().splitlines()
+    assert lines[:2] == ['{"run_id": "r1"}', '{"run_id": "r2"}'] and json.loads(lines[2])["run_id"] == "r3"
     store.close()
     again = ExperimentStore.open(root)
     assert again.warnings == [] and len(again.runs()) == 3

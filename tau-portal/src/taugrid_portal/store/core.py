@@ -308,6 +308,14 @@ class ExperimentStore:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 steps = schema.apply(conn, version)
+                # mirrors written by older releases are committed history: record their sizes so
+                # crash repair never trims them
+                log_dir = self.root / APPEND_LOG
+                if log_dir.is_dir():
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO append_log_offsets(name, size) VALUES (?, ?)",
+                        [(p.name, p.stat().st_size) for p in sorted(log_dir.glob("*.jsonl"))],
+                    )
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")

@@ -40,9 +40,28 @@ class JsonlError(ConfigError):
 
 @dataclass
 class Block:
-    frame: Any  # polars: metric_name, step, wall_time_us, value
+    """Parsed rows of one block: a long frame (slow path) or a wide frame (fast path)."""
+
+    frame: Any  # polars long frame: metric_name, step, wall_time_us, value (None on the fast path)
     first_line: int
-    wide: Any = None  # the fast path's wide frame (step, wall_time_us, <metrics>...) for cheap summaries
+    wide: Any = None  # fast path: step, wall_time_us, <metric>... (one row per JSONL line)
+
+    @property
+    def rows(self) -> int:
+        """Scalar points in the block."""
+        if self.wide is not None:
+            return sum(self.wide.height - self.wide[c].null_count() for c in self.wide.columns
+                       if c not in ("step", "wall_time_us"))
+        return int(self.frame.height)
+
+    def long(self) -> Any:
+        """The points as a long frame (used by tests and the dry-run path)."""
+        if self.frame is not None:
+            return self.frame
+        metrics = [c for c in self.wide.columns if c not in ("step", "wall_time_us")]
+        return self.wide.unpivot(index=["step", "wall_time_us"], on=metrics, variable_name="metric_name",
+                                 value_name="value").drop_nulls("value").select(
+            "metric_name", "step", "wall_time_us", "value")
 
 
 def _fail(path: Path, line: int, message: str, hint: str | None = None) -> JsonlError:
@@ -188,10 +207,7 @@ def parse_block_fast(
     base = pl.DataFrame({"step": step.cast(pl.Int64), "wall_time_us": wall}).with_columns(
         [df[m].cast(pl.Float64).alias(f"{prefix}{m}") for m in metrics]
     )
-    long = base.unpivot(index=["step", "wall_time_us"], on=[f"{prefix}{m}" for m in metrics],
-                        variable_name="metric_name", value_name="value")
-    long = long.drop_nulls("value").select("metric_name", "step", "wall_time_us", "value")
-    return Block(long, 0, wide=base)
+    return Block(None, 0, wide=base)
 
 
 @dataclass
@@ -261,7 +277,7 @@ def read_history(
                 parsed = Block(parse_lines_slow(block, path, line_no, step_field=step_field,
                                                 time_field=time_field, prefix=prefix, final=final), line_no)
             parsed.first_line = line_no
-            rows += parsed.frame.height
+            rows += parsed.rows
             yield parsed
             line_no += newlines
             if final:

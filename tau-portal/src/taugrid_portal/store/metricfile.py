@@ -33,7 +33,7 @@ def arrow_schema(*, dictionary_constants: bool = False) -> Any:
         pa.field("project", const, nullable=False),
         pa.field("run_group_id", const, nullable=False),
         pa.field("run_id", const, nullable=False),
-        pa.field("metric_name", pa.string(), nullable=False),
+        pa.field("metric_name", const, nullable=False),
         pa.field("step", pa.int64(), nullable=True),
         pa.field("wall_time", pa.timestamp("us", tz="UTC"), nullable=True),
         pa.field("value", pa.float64(), nullable=False),
@@ -68,20 +68,36 @@ class MetricFileWriter:
         self._writer: Any = None
         self._schema = arrow_schema(dictionary_constants=True)
 
-    def write(self, frame: Any, tags: dict[str, str], *, summary: dict[str, dict[str, Any]] | None = None) -> None:
-        """Append one chunk (polars frame ``metric_name, step, wall_time_us, value``).
+    def write(
+        self,
+        frame: Any,
+        tags: dict[str, str],
+        *,
+        summary: dict[str, dict[str, Any]] | None = None,
+        wide: Any = None,
+    ) -> None:
+        """Append one chunk: a long polars frame ``metric_name, step, wall_time_us, value``, or
+        (``frame=None``) a ``wide`` frame ``step, wall_time_us, <metric>...`` straight from the parser.
 
         ``summary`` may be precomputed (by a parser thread) with ``ordinal_offset`` equal to the
         rows written before this chunk.
         """
-        import polars as pl
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        n = frame.height
+        if wide is not None:
+            names, steps, walls, values = self._columns_from_wide(wide)
+        else:
+            names, steps, walls, values = self._columns_from_long(frame)
+        n = len(values)
         if n == 0:
             return
-        chunk = summary if summary is not None else summarize_frame(frame, ordinal_offset=self.rows)
-        for name, s in chunk.items():
+        if summary is None:
+            from .summaries import summarize_wide
+
+            summary = summarize_wide(wide, ordinal_offset=self.rows) if wide is not None else summarize_frame(
+                frame, ordinal_offset=self.rows)
+        for name, s in summary.items():
             old = self.summaries.get(name)
             key_new = (s["latest_step"] is not None, s["latest_step"] or 0,
                        s["latest_wall_time"] is not None, s["latest_wall_time"] or 0, s["_ordinal"])
@@ -90,10 +106,10 @@ class MetricFileWriter:
                 key_old = (old["latest_step"] is not None, old["latest_step"] or 0,
                            old["latest_wall_time"] is not None, old["latest_wall_time"] or 0, old["_ordinal"])
             self.summaries[name] = merge(old, s, old_key=key_old, new_key=key_new)
-        smin, smax = frame["step"].min(), frame["step"].max()
-        if smin is not None:
-            self.min_step = smin if self.min_step is None else min(self.min_step, smin)  # type: ignore[assignment]
-            self.max_step = smax if self.max_step is None else max(self.max_step, smax)  # type: ignore[assignment]
+        mm = pc.min_max(steps).as_py()
+        if mm["min"] is not None:
+            self.min_step = mm["min"] if self.min_step is None else min(self.min_step, mm["min"])
+            self.max_step = mm["max"] if self.max_step is None else max(self.max_step, mm["max"])
         self.rows += n
         if self.path is None:
             return
@@ -104,13 +120,10 @@ class MetricFileWriter:
                 return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
             return pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([value]))
 
-        step = frame["step"].cast(pl.Int64).to_arrow()
-        wall = frame["wall_time_us"].cast(pl.Int64).to_arrow().cast(pa.timestamp("us", tz="UTC"))
         table = pa.Table.from_arrays(
             [
-                const(self.project), const(self.run_group_id), const(self.run_id),
-                frame["metric_name"].to_arrow().cast(pa.string()), step, wall,
-                frame["value"].cast(pl.Float64).to_arrow(), const(self.unit), const(self.source),
+                const(self.project), const(self.run_group_id), const(self.run_id), names, steps,
+                walls.cast(pa.timestamp("us", tz="UTC")), values, const(self.unit), const(self.source),
                 const(self.split), const(tags_json),
             ],
             schema=self._schema,
@@ -125,6 +138,43 @@ class MetricFileWriter:
                 use_dictionary=["metric_name", *CONSTANT_COLUMNS],
             )
         self._writer.write_table(table, row_group_size=1 << 20)
+
+    @staticmethod
+    def _columns_from_long(frame: Any) -> tuple[Any, Any, Any, Any]:
+        import polars as pl
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = pc.dictionary_encode(frame["metric_name"].to_arrow().cast(pa.string()))
+        names = pa.DictionaryArray.from_arrays(names.indices.cast(pa.int32()), names.dictionary)
+        return (names, frame["step"].cast(pl.Int64).to_arrow(), frame["wall_time_us"].cast(pl.Int64).to_arrow(),
+                frame["value"].cast(pl.Float64).to_arrow())
+
+    @staticmethod
+    def _columns_from_wide(wide: Any) -> tuple[Any, Any, Any, Any]:
+        """Long columns without materialising a metric-name string per point."""
+        import polars as pl
+        import pyarrow as pa
+
+        metrics = [c for c in wide.columns if c not in ("step", "wall_time_us")]
+        idx, steps, walls, values = [], [], [], []
+        for k, m in enumerate(metrics):
+            part = wide.select("step", "wall_time_us", m)
+            if part[m].null_count():
+                part = part.filter(pl.col(m).is_not_null())
+            if part.height == 0:
+                continue
+            idx.append(pa.repeat(pa.scalar(k, pa.int32()), part.height))
+            steps.append(part["step"].to_arrow())
+            walls.append(part["wall_time_us"].to_arrow())
+            values.append(part[m].to_arrow())
+        if not values:
+            empty = pa.array([], pa.int64())
+            return (pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string())), empty,
+                    empty, pa.array([], pa.float64()))
+        names = pa.DictionaryArray.from_arrays(pa.concat_arrays(idx), pa.array(metrics, pa.string()))
+        return (names, pa.concat_arrays(steps), pa.concat_arrays(walls).cast(pa.int64()),
+                pa.concat_arrays(values).cast(pa.float64()))
 
     def close(self) -> str | None:
         """Finish the file; returns its sha256 (None when nothing was written)."""

@@ -223,10 +223,11 @@ class _Producer:
                             break
                         if block.wide is not None:
                             summary = summarize_wide(block.wide, ordinal_offset=rows)
+                            rows += block.wide.height
                         else:
                             summary = summarize_frame(block.frame, ordinal_offset=rows)
-                        rows += max(block.frame.height, 0 if block.wide is None else block.wide.height)
-                        if not self._put(("block", (path, block.frame, summary))):
+                            rows += block.frame.height
+                        if not self._put(("block", (path, block, summary))):
                             return
                 if not self._put(("file", (fstats, copy_path))):
                     return
@@ -350,10 +351,10 @@ def import_jsonl(
     try:
         for kind, payload in producer:
             if kind == "block":
-                path, frame, summary = payload
+                path, block, summary = payload
                 row_tags = {**tags, "jsonl.history_file": path.name, "jsonl.history_path": str(path),
                             "jsonl.importer": JSONL_IMPORTER}
-                writer.write(frame, row_tags, summary=summary)
+                writer.write(block.frame, row_tags, summary=summary, wide=block.wide)
             else:
                 fstats, copy_path = payload
                 stats.append(fstats)
