@@ -212,3 +212,17 @@ def test_stellar_verbs_are_lazy_and_optional(portal, monkeypatch):
     assert bare.exit_code == 0 and "  stellar" not in bare.stdout and "  search" in bare.stdout
     missing = portal("experiment", "stellar", "x")
     assert missing.exit_code == 2 and "No such command 'stellar'" in missing.stderr
+
+
+def test_import_defaults_come_from_tau_yaml(portal, tmp_path, write_history, monkeypatch):
+    store = tmp_path / "s"
+    portal("experiment", "init", "demo", "--store", store)
+    hist = write_history(tmp_path / "h.jsonl", steps=3)
+    r = portal("experiment", "import", "jsonl", "--history", hist, "--store", store)
+    assert r.exit_code == 2 and "--run is required" in r.stderr
+    (tmp_path / "tau.yaml").write_text(
+        "name: portal-ray-stellar\nexperiment:\n  project: demo\n  name: ray-plus-stellar\n  group: arm-1\n")
+    monkeypatch.chdir(tmp_path)
+    doc = portal("experiment", "import", "jsonl", "--history", hist, "--store", store, "-o", "json").json()
+    assert (doc["run_id"], doc["experiment_id"], doc["run_group_id"]) == ("portal-ray-stellar",
+                                                                           "ray-plus-stellar", "arm-1")

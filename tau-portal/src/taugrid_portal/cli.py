@@ -279,12 +279,34 @@ class _Progress:
                  f"{t - self.start:.0f}s)")
 
 
+def _tau_yaml_defaults() -> dict[str, str]:
+    """``name``/``run.name`` and ``experiment.{name,project,group}`` from ./tau.yaml, when present."""
+    from ruamel.yaml import YAML, YAMLError
+
+    for candidate in ("tau.yaml", "tau.yml"):
+        path = Path(candidate)
+        if not path.is_file():
+            continue
+        try:
+            data = YAML(typ="safe", pure=True).load(path.read_text("utf-8"))
+        except (OSError, YAMLError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        run = data.get("run") if isinstance(data.get("run"), dict) else {}
+        exp = data.get("experiment") if isinstance(data.get("experiment"), dict) else {}
+        out = {"run": run.get("name") or data.get("name"), "experiment": exp.get("name"),
+               "project": exp.get("project"), "group": exp.get("group")}
+        return {k: str(v) for k, v in out.items() if isinstance(v, (str, int)) and str(v)}
+    return {}
+
+
 @import_group.command("jsonl")
-@click.option("--run", required=True, help="Run id to import into.")
+@click.option("--run", help="Run id to import into (default: name in ./tau.yaml).")
 @click.option("--history", multiple=True, required=True, help="JSONL file or glob; repeatable.")
 @click.option("--project", help="Project (default: the store's project).")
-@click.option("--experiment", "experiment_id")
-@click.option("--group", default="default", show_default=True)
+@click.option("--experiment", "experiment_id", help="Experiment (default: experiment.name in ./tau.yaml).")
+@click.option("--group", help="Run group (default: experiment.group in ./tau.yaml, else default).")
 @click.option("--owner", default="jsonl-import", show_default=True)
 @click.option("--state", default="succeeded", show_default=True)
 @click.option("--metric-prefix", help="Store metrics as PREFIX/<name>.")
@@ -297,7 +319,8 @@ class _Progress:
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @json_flag
 @store_option
-def import_jsonl_cmd(run: str, history: tuple[str, ...], project: str | None, experiment_id: str | None, group: str,
+def import_jsonl_cmd(run: str | None, history: tuple[str, ...], project: str | None, experiment_id: str | None,
+                     group: str | None,
                      owner: str, state: str, metric_prefix: str | None, source: str, tags: tuple[str, ...],
                      step_field: str, time_field: str, idempotency_key: str | None, dry_run: bool, output: str,
                      as_json: bool, store: str | None) -> None:
@@ -313,6 +336,13 @@ def import_jsonl_cmd(run: str, history: tuple[str, ...], project: str | None, ex
     """
     from taugrid_portal.store.writes import import_jsonl
 
+    defaults = _tau_yaml_defaults() if not (run and experiment_id and group) else {}
+    run = run or defaults.get("run")
+    if not run:
+        raise UsageError("--run is required", hint="pass --run RUN (or run it next to a tau.yaml with a name)")
+    experiment_id = experiment_id or defaults.get("experiment")
+    project = project or defaults.get("project")
+    group = group or defaults.get("group") or "default"
     s = open_store(store)
     progress = _Progress()
     with s:
