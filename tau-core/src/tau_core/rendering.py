@@ -176,14 +176,20 @@ def render(request: RenderRequest, host: Host | None = None) -> list[dict[str, A
 # -- small utilities ---------------------------------------------------------------------------
 
 
+_PATHS: dict[str, tuple[str, ...]] = {}
+
+
 def get(config: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
     """``get(cfg, "storage.output")``: a nested value, or ``default`` when missing or None."""
+    parts = _PATHS.get(dotted)
+    if parts is None:
+        parts = _PATHS[dotted] = tuple(dotted.split("."))
     node: Any = config
-    for part in dotted.split("."):
-        getter = getattr(node, "get", None)
-        if getter is None or isinstance(node, (str, bytes)):
+    for part in parts:
+        try:
+            node = node.get(part)
+        except AttributeError:  # a scalar or a list where a mapping was expected
             return default
-        node = getter(part)
         if node is None:
             return default
     return node

@@ -18,13 +18,16 @@ from tau_run.renderers.rayjob import render_rayjob
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
-def _rate(fn, seconds: float = 1.0) -> float:  # type: ignore[no-untyped-def]
+def _rate(fn, rounds: int = 7, per_round: int = 200) -> float:  # type: ignore[no-untyped-def]
+    """Best-of-N throughput: the machine may be shared, so the fastest round is the honest figure."""
     fn()
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn()
-        count += 1
-    return count / (time.perf_counter() - start)
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(per_round):
+            fn()
+        best = min(best, time.perf_counter() - start)
+    return per_round / best
 
 
 def _request(path: Path) -> RenderRequest:
