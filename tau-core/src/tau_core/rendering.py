@@ -520,7 +520,13 @@ def _command_text(value: Any) -> str | None:
     """The ``tau`` argv as one string, with the values of secret-looking flags redacted."""
     if value is None or value == "":
         return None
-    argv = shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError:  # unbalanced quotes: fall back to whitespace words
+            argv = value.split()
+    else:
+        argv = [str(v) for v in value]
     out: list[str] = []
     redact_next = False
     for arg in argv:
