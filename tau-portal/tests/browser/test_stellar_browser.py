@@ -124,6 +124,14 @@ def test_drag_zoom_and_double_click_reset(probe: Any, tmp_path: Path, snapshot: 
     assert _chart(page, 0, "u.scales.x.max") < full[1]
     page.click("#reset-zoom")
     assert _chart(page, 0, "[u.scales.x.min, u.scales.x.max]") == full
+    # Escape resets as well.
+    page.mouse.move(box["x"] + box["width"] * 0.2, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=8)
+    page.mouse.up()
+    assert _chart(page, 0, "u.scales.x.max") < full[1]
+    page.keyboard.press("Escape")
+    assert _chart(page, 0, "[u.scales.x.min, u.scales.x.max]") == full
     assert probe.console_errors() == []
 
 
@@ -160,6 +168,10 @@ def test_run_filter_and_toggle_hide_runs(probe: Any, tmp_path: Path, snapshot: d
     page.uncheck('#run-table input.run-toggle[data-run="run-0"]')
     shown = _chart(page, 1, "u.series.slice(1).map(s => s.show)")
     assert shown == [rid != "run-0" for rid in [s["run_id"] for s in snapshot["charts"][1]["series"]]]
+    # Clicking a legend row toggles the run back on, and its checkbox follows.
+    page.locator("figure.chart").first.locator('tbody tr[data-run="run-0"]').click()
+    assert all(_chart(page, 1, "u.series.slice(1).map(s => s.show)"))
+    assert page.is_checked('#run-table input.run-toggle[data-run="run-0"]')
     assert probe.console_errors() == []
 
 
@@ -178,6 +190,14 @@ def test_script_named_run_renders_as_text(probe: Any, tmp_path: Path, snapshot: 
     page.fill("#run-filter", "<script>")
     assert _chart(page, 0, "u.series.slice(1).filter(s => s.show).length") == 1
     assert probe.dialogs == []
+    assert probe.console_errors() == []
+
+
+def test_page_without_metrics_has_no_errors(probe: Any, tmp_path: Path, snapshot: dict) -> None:
+    empty = {**snapshot, "charts": [], "chart": {"has_data": False}, "metric_options": []}
+    page = probe.open(_page_file(tmp_path, empty, "empty.html"))
+    assert page.locator("figure.chart").count() == 0
+    assert "No scalar metrics were recorded" in page.inner_text("#charts")
     assert probe.console_errors() == []
 
 

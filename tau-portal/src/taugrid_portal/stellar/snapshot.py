@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -351,9 +352,10 @@ def build_snapshot(
         lifecycle[run.lifecycle_state] = lifecycle.get(run.lifecycle_state, 0) + 1
     counts = store.counts(run_ids) if run_ids else {"runs": 0, "groups": 0, "configs": 0, "metric_files": 0,
                                                       "artifacts": 0, "observations": 0}
-    status_text = ", ".join(f"{n} {k}" for k, n in sorted(lifecycle.items())) or "no runs"
+    status_text = ", ".join(f"{n} {k}" for k, n in sorted(lifecycle.items()))
     store_path = _store_path(store)
-    base = f"{COMMAND} --store {store_path}"
+    opt = f" --store {shlex.quote(store_path)}"
+    tq = shlex.quote(target)
     experiment = None
     if resolved.type == "experiment":
         experiment = next((e for e in store.experiments() if e["experiment_id"] == resolved.id), None)
@@ -375,7 +377,7 @@ def build_snapshot(
         "experiment": experiment,
         "status": {**counts, "states": states, "lifecycle": lifecycle},
         "summary": {
-            "status": f"{len(runs)} run{'' if len(runs) == 1 else 's'}: {status_text}",
+            "status": f"{len(runs)} run{'' if len(runs) == 1 else 's'}: {status_text}" if runs else "no runs",
             "primary_metric": primary,
             "direction": direction_of(primary) if primary else None,
             "best_run_id": best_run_id,
@@ -386,7 +388,7 @@ def build_snapshot(
                 f"{best_value:.6g} ({best_run_id}, group {best_group_id})"
                 if primary and best_value is not None else None
             ),
-            "next_command": f"{base} compare {target} --metric {primary}" if primary else None,
+            "next_command": f"{COMMAND} compare {tq} --metric {shlex.quote(primary)}{opt}" if primary else None,
         },
         "run_groups": sorted({r.run_group_id for r in runs}),
         "runs": run_views,
@@ -405,10 +407,10 @@ def build_snapshot(
             "raw_preserved": True,
         },
         "actions": {
-            "open_dashboard": f"{base} open {target}",
-            "save_html": f"{base} stellar {target} -o html --out {target}.html",
-            "status": f"{base} status {target}",
-            "export_json": f"{base} stellar {target} -o json",
+            "open_dashboard": f"{COMMAND} open {tq}{opt}",
+            "save_html": f"{COMMAND} stellar {tq} -o html --out stellar.html{opt}",
+            "status": f"{COMMAND} status {tq}{opt}",
+            "export_json": f"{COMMAND} stellar {tq} -o json{opt}",
         },
         "warnings": warnings,
     }

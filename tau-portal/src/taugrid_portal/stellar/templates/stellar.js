@@ -39,12 +39,13 @@
     searchText.set(row.getAttribute("data-run"), row.getAttribute("data-search").toLowerCase());
   });
 
-  function visible(runId) {
-    if (state.unchecked.has(runId)) return false;
+  function matches(runId) {
     if (!state.filter) return true;
     var hay = searchText.has(runId) ? searchText.get(runId) : runId.toLowerCase();
     return hay.indexOf(state.filter) !== -1;
   }
+
+  function visible(runId) { return !state.unchecked.has(runId) && matches(runId); }
 
   // The transformed (smoothed, log-safe) copy of each series, and the aligned table uPlot draws.
   function transform(chart) {
@@ -243,14 +244,16 @@
   function applyVisibility() {
     document.querySelectorAll("#run-table tbody tr[data-run]").forEach(function (row) {
       var id = row.getAttribute("data-run");
-      var hay = searchText.get(id) || "";
-      row.classList.toggle("hidden", state.filter !== "" && hay.indexOf(state.filter) === -1);
+      row.classList.toggle("hidden", !matches(id));
       row.classList.toggle("off", state.unchecked.has(id));
     });
     charts.forEach(function (chart) {
       chart.legendRows.forEach(function (row, i) {
-        var on = visible(chart.meta.series[i].run_id);
-        row.classList.toggle("hidden", !on);
+        var id = chart.meta.series[i].run_id;
+        var on = visible(id);
+        // Filtered-out runs leave the legend; unchecked runs stay (dimmed) so a click brings them back.
+        row.classList.toggle("hidden", !matches(id));
+        row.classList.toggle("off", state.unchecked.has(id));
         if (chart.u && chart.u.series[i + 1].show !== on) chart.u.setSeries(i + 1, { show: on });
       });
       updateDensity(chart);
@@ -296,6 +299,21 @@
       charts.forEach(build);
     });
     document.getElementById("reset-zoom").addEventListener("click", function () { charts.forEach(resetZoom); });
+    document.addEventListener("keydown", function (e) {
+      if (e.key === "Escape") charts.forEach(resetZoom);
+    });
+    // Clicking a legend row toggles that run everywhere (same as its checkbox in the run table).
+    charts.forEach(function (chart) {
+      chart.legendRows.forEach(function (row) {
+        row.addEventListener("click", function () {
+          var id = row.getAttribute("data-run");
+          var box = document.querySelector('#run-table input.run-toggle[data-run="' + CSS.escape(id) + '"]');
+          if (state.unchecked.has(id)) state.unchecked.delete(id); else state.unchecked.add(id);
+          if (box) box.checked = !state.unchecked.has(id);
+          applyVisibility();
+        });
+      });
+    });
     root.addEventListener("dblclick", function (e) {
       charts.forEach(function (c) { if (c.el.contains(e.target)) { c.userZoom = false; if (c.refined) resetZoom(c); } });
     });
