@@ -875,3 +875,24 @@ def test_server_side_apply_owns_removes_and_conflicts(cluster):
             assert status == 422 and "fieldManager" in body["message"]
 
     run(go())
+
+
+def test_custom_resource_status_writes_are_validated_and_pruned(cluster):
+    cluster.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                          "metadata": {"name": "lq", "namespace": "default"}, "spec": {"clusterQueue": "cq"}})
+
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster) as api:
+            custom = client.CustomObjectsApi(api)
+            body = await expect_api_error(custom.patch_namespaced_custom_object_status(
+                "kueue.x-k8s.io", "v1beta2", "default", "localqueues", "lq",
+                {"status": {"pendingWorkloads": "many"}}, _content_type="application/merge-patch+json"), 422)
+            assert body["details"]["causes"][0]["field"] == "status.pendingWorkloads"
+            ok = await custom.patch_namespaced_custom_object_status(
+                "kueue.x-k8s.io", "v1beta2", "default", "localqueues", "lq",
+                {"status": {"pendingWorkloads": 2, "madeUp": True}}, _content_type="application/merge-patch+json")
+            assert ok["status"]["pendingWorkloads"] == 2 and "madeUp" not in ok["status"]
+
+    run(go())

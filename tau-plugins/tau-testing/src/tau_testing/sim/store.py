@@ -344,6 +344,13 @@ class Store:
                 else:
                     new.pop("status", None)
                 new["metadata"] = dict(old_meta)
+                if rtype.custom and rtype.schema is not None:
+                    from tau_testing.sim.schema import validate_custom
+
+                    new = clone(new)
+                    causes = validate_custom(rtype.schema, new, [])
+                    if causes:
+                        raise errors.invalid(rtype.kind, rtype.group, name, causes)
             else:
                 new = obj
                 if "status" in rtype.subresources and rtype.kind != "Namespace":
