@@ -281,7 +281,8 @@ class _Progress:
 
 def _tau_yaml_defaults() -> dict[str, str]:
     """``name``/``run.name`` and ``experiment.{name,project,group}`` from ./tau.yaml, when present."""
-    from ruamel.yaml import YAML, YAMLError
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
 
     for candidate in ("tau.yaml", "tau.yml"):
         path = Path(candidate)
@@ -293,8 +294,9 @@ def _tau_yaml_defaults() -> dict[str, str]:
             return {}
         if not isinstance(data, dict):
             return {}
-        run = data.get("run") if isinstance(data.get("run"), dict) else {}
-        exp = data.get("experiment") if isinstance(data.get("experiment"), dict) else {}
+        run_raw, exp_raw = data.get("run"), data.get("experiment")
+        run: dict[str, object] = run_raw if isinstance(run_raw, dict) else {}
+        exp: dict[str, object] = exp_raw if isinstance(exp_raw, dict) else {}
         out = {"run": run.get("name") or data.get("name"), "experiment": exp.get("name"),
                "project": exp.get("project"), "group": exp.get("group")}
         return {k: str(v) for k, v in out.items() if isinstance(v, (str, int)) and str(v)}

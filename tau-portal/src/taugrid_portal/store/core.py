@@ -422,7 +422,7 @@ class ExperimentStore:
             rid = r["run_id"]
             state, ok, reasons = classify(r, tags[rid], by_run[rid], min_step=min_step,
                                           metric_filters=metric_filters)
-            rec = RunRecord(**{c: r.get(c) for c in RUN_COLUMNS})
+            rec = RunRecord(**{c: r.get(c) for c in RUN_COLUMNS})  # type: ignore[arg-type]
             rec.experiment_id = rec.experiment_id or ""
             rec.tags = tags[rid]
             rec.metric_names = sorted(s["metric_name"] for s in by_run[rid])

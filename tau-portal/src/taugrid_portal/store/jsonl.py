@@ -22,7 +22,7 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -186,7 +186,8 @@ def parse_block_fast(
         else:
             tsf = ts.cast(pl.Float64)
             valid = tsf.drop_nulls()
-            if valid.len() and (not valid.is_finite().all() or valid.min() <= 0 or valid.max() > 253402300799):
+            lo, hi = valid.min(), valid.max()
+            if valid.len() and (not valid.is_finite().all() or float(lo) <= 0 or float(hi) > 253402300799):  # type: ignore[arg-type]
                 return None
             wall = (tsf * 1_000_000).round(0).cast(pl.Int64)
     metrics: list[str] = []
@@ -227,7 +228,7 @@ def read_history(
     metric_prefix: str | None = None,
     copy_to: BinaryIO | None = None,
     progress: Callable[[int], None] | None = None,
-) -> Iterator[Block]:
+) -> Generator[Block, None, FileStats]:
     """Yield parsed blocks of ``path``; the generator's return value is the :class:`FileStats`.
 
     ``copy_to`` receives the raw bytes (the artifact copy) in the same pass as hashing and parsing.

@@ -478,7 +478,8 @@ def load_config(path: Path, fmt: str | None = None) -> dict[str, Any]:
         except ValueError as exc:
             raise UsageError(f"{path}: invalid JSON config ({exc})") from None
     elif kind == "yaml":
-        from ruamel.yaml import YAML, YAMLError
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
 
         try:
             data = YAML(typ="safe", pure=True).load(raw)
