@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -70,18 +71,21 @@ def build_store(root: Path) -> float:
     return time.perf_counter() - started
 
 
-def time_command(store: Path, out: Path) -> list[float]:
+def time_command(store: Path, out: Path) -> tuple[list[float], list[float]]:
     code = "import sys; from taugrid_portal.cli import main; main(sys.argv[1:])"
     cmd = [sys.executable, "-c", code, "experiment", "stellar", "bench-sweep", "-o", "html", "--out", str(out),
            "--store", str(store)]
-    walls = []
+    walls, cpus = [], []
     for _ in range(REPEAT):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
         if proc.returncode != 0:
             raise SystemExit(f"stellar -o html failed ({proc.returncode}): {proc.stderr.strip()}")
-    return walls
+    return walls, cpus
 
 
 def in_process_breakdown(store_path: Path) -> tuple[float, float]:
@@ -110,7 +114,7 @@ def first_paint(page_path: Path) -> tuple[float, float]:
             for _ in range(REPEAT):
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.on("pageerror", lambda e, sink=errors: sink.append(str(e)))
                 page.goto(page_path.as_uri())
                 page.wait_for_function("() => window.stellar && window.stellar.firstChartAt !== null", timeout=60000)
                 paints.append(page.evaluate("window.stellar.firstChartAt"))
@@ -134,19 +138,21 @@ def main() -> None:
         print(f"store-build: {built:.1f} s (not part of the targets)", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "stellar.html"
-        walls = time_command(store, page)
+        load_before = os.getloadavg()[0]
+        walls, cpus = time_command(store, page)
         size_mb = page.stat().st_size / 1e6
         snap_s, render_s = in_process_breakdown(store)
         paint_ms, ready_ms = first_paint(page)
     wall = statistics.median(walls)
     print(f"# stellar -o html: {RUNS} runs x {METRICS} metrics x {STEPS} steps ({points:,} points), "
-          f"median of {REPEAT}")
+          f"median of {REPEAT}; {os.cpu_count()} CPUs, 1-min load average {load_before:.1f} at start")
     print(f"stellar-html-wall: {wall * 1000:.0f} ms (target <= {TARGET_WALL_S * 1000:.0f} ms)"
           f"{'' if wall <= TARGET_WALL_S else '  MISSED'}")
     print(f"stellar-html-size: {size_mb:.2f} MB (target <= {TARGET_PAGE_MB:.0f} MB)"
           f"{'' if size_mb <= TARGET_PAGE_MB else '  MISSED'}")
     print(f"stellar-first-chart-paint: {paint_ms:.0f} ms (target <= {TARGET_PAINT_MS:.0f} ms)"
           f"{'' if paint_ms <= TARGET_PAINT_MS else '  MISSED'}")
+    print(f"stellar-html-cpu: {statistics.median(cpus) * 1000:.0f} ms user+sys, all threads (no target)")
     print(f"stellar-all-charts-ready: {ready_ms:.0f} ms (no target)")
     print(f"stellar-snapshot-build: {snap_s * 1000:.0f} ms (in-process, no target)")
     print(f"stellar-html-render: {render_s * 1000:.0f} ms (in-process, no target)")
