@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     serve.add_argument("--user", default="admin", help="the kubeconfig's current user (default: admin)")
     serve.add_argument("--kubernetes-version", default="1.30", help="version /version reports (default 1.30)")
-    serve.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA")
+    serve.add_argument("--no-tls", dest="tls", action="store_false",
+                       help="serve plain HTTP (kubectl then sends no bearer token; kubernetes-asyncio still does)")
     serve.add_argument("--no-crds", action="store_true", help="do not preload the Kueue and KubeRay CRDs")
     serve.add_argument("--crds-dir", help="where the CRDs are (default: $TAU_CRDS_DIR or <repo>/../shared/crds)")
     serve.add_argument("--no-controllers", dest="controllers", action="store_false",

@@ -57,6 +57,13 @@ def _walk(schema: dict[str, Any], value: Any, path: str, causes: list[dict[str, 
             causes.append(_cause("FieldValueTypeInvalid", path,
                                  f"Invalid value: {_shown(value)}: {path} in body must be of type "
                                  f"integer or string: {_shown(_type_name(value))}"))
+        elif isinstance(value, str) and "pattern" in schema:
+            try:
+                if re.search(schema["pattern"], value) is None:
+                    causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in "
+                                         f"body should match '{schema['pattern']}'"))
+            except re.error:
+                pass
         return
     expected = schema.get("type")
     if expected and not _type_ok(expected, value):
