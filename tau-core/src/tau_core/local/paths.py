@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,6 +60,8 @@ def slug(name: str) -> str:
 
 def new_run_id(name: str) -> str:
     """``<name>-<yymmdd>-<hhmmss>-<4 hex>``: sortable, unique, a valid experiment-store run id."""
+    import secrets
+
     stamp = time.strftime("%y%m%d-%H%M%S", time.gmtime())
     return f"{slug(name)}-{stamp}-{secrets.token_hex(2)}"
 

@@ -21,13 +21,11 @@ from __future__ import annotations
 import collections
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -125,7 +123,7 @@ class Supervisor:
                 try:
                     self.bridge.poll(self._evidence_attempt)
                 except Exception:
-                    self._diag("evidence poll failed:\n" + traceback.format_exc())
+                    self._diag("evidence poll failed:\n" + _traceback())
 
         thread = threading.Thread(target=loop, name="tau-evidence", daemon=True)
         thread.start()
@@ -156,7 +154,7 @@ class Supervisor:
         plan = self.plan
         output = Path(plan["output_dir"])
         output.mkdir(parents=True, exist_ok=True)
-        publication_id = secrets.token_hex(12) if plan.get("staged") else None
+        publication_id = _token() if plan.get("staged") else None
         staging = Path(plan["staging_root"]) / f"attempt-{attempt}" if publication_id else None
         if staging is not None:
             staging.mkdir(parents=True, exist_ok=True)
@@ -312,12 +310,24 @@ class Supervisor:
                 self.bridge.finish(state, str(final.get("reason") or ""), final.get("message", ""),
                                    self.plan["checkpoint_path"], attempt)
             except Exception:
-                self._diag("evidence finish failed:\n" + traceback.format_exc())
+                self._diag("evidence finish failed:\n" + _traceback())
         self.log.tau(f"run {state.lower()}")
         self.log.close()
         # last: readers that follow the log stop once this is set, so every line is already written
         self.run.update(lambda r: r.update(evidence_done=True))
         return 0
+
+
+def _token() -> str:
+    import secrets
+
+    return secrets.token_hex(12)
+
+
+def _traceback() -> str:
+    import traceback
+
+    return traceback.format_exc()
 
 
 def _append_attempt(info: dict[str, Any]) -> Any:
@@ -348,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return Supervisor(run_dir).main()
     except Exception:
-        text = traceback.format_exc()
+        text = _traceback()
         try:
             with open(run_dir.supervisor_log, "a", encoding="utf-8") as fh:
                 fh.write(f"{now_iso()} supervisor crashed:\n{text}\n")
