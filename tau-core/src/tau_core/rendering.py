@@ -876,7 +876,18 @@ def check_request_within_limit(what: str, request: Any, limit: Any) -> None:
 
 def detached(objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Independent plain copies (no shared sub-objects, so YAML has no anchors and edits stay local)."""
-    return [json.loads(json.dumps(obj)) for obj in objects]
+    return [_plain_copy(obj) for obj in objects]
+
+
+def _plain_copy(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool:
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        return {str(k): _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_copy(v) for v in value]
+    return value
 
 
 def b64(data: bytes) -> str:
