@@ -475,3 +475,26 @@ def test_cli_compatibility_surface(backend: LocalBackend, submit: Submit) -> Non
     slow = submit("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
     assert _wait_for_line(backend, slow, "started")
     assert backend.cancel_message(slow, timeout=30) == f"local run {slow.name} cancelled (SIGTERM)"
+
+
+def test_retry_through_the_backend_starts_one_attempt_with_the_retry_environment(backend: LocalBackend,
+                                                                                  submit: Submit) -> None:
+    script = """
+        import os, sys
+        print("env", os.environ.get("TAU_RETRY_ATTEMPT"), os.environ.get("TAU_RETRY_MAX"),
+              os.environ.get("TAU_RETRY_REASON"))
+        sys.exit(0 if os.environ.get("TAU_RETRY_ATTEMPT") else 5)
+    """
+    ref = submit(script, resilience={"max_retries": 2, "retry_on": ["Preempted"]})
+    first = backend.wait(ref, timeout=30)
+    assert first.extra["exit_code"] == 5 and len(first.extra["attempts"]) == 1
+    config_path = Path(backend.find(ref.name).request()["config_path"])  # type: ignore[union-attr]
+    request = SubmitRequest(name="job", config={"entrypoint": "../script.py", "resilience": {"max_retries": 2}},
+                            objects=[], context={}, config_path=config_path)
+    result = backend.retry(ref, request, attempt=1, reason=FailureReason.PREEMPTED)
+    assert result.ref == ref
+    st = backend.wait(ref, timeout=30)
+    assert st.succeeded and len(st.extra["attempts"]) == 2, st
+    assert "env 1 2 Preempted" in logs(backend, ref)
+    with pytest.raises(ConflictError, match="nothing to resume"):
+        backend.resume(ref, request)

@@ -278,7 +278,7 @@ class Supervisor:
             if info["state"] != "Failed":
                 break
             reason = info["reason"]
-            if max_retries <= 0:
+            if max_retries <= 0 or not retry.get("auto", True):  # auto is off when the CLI drives retries
                 break
             if reason.lower() not in retry_on:
                 final = {**info, "message": f"{info['message']} — {reason} is not in resilience.retry_on "
