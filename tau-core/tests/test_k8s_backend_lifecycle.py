@@ -294,3 +294,30 @@ def test_forbidden_user_gets_a_clear_error(taugrid_factory) -> None:  # type: ig
         backend.submit(request(job("nope")))
     assert "forbidden: you may not create jobs.batch in namespace \"aurora\"" in err.value.message
     assert "platform team" in (err.value.hint or "")
+
+
+def test_run_profile_reports_queue_runtime_and_unavailable_gpu_telemetry(grid) -> None:  # type: ignore[no-untyped-def]
+    scenario, backend = grid
+    scripts_of(scenario.cluster).add({"app": "prof"}, PodScript(run_seconds=100))
+    backend.submit(request(job("prof")))
+    scenario.cluster.advance(5)
+    st = backend.status(RunRef("prof", namespace=NAMESPACE), run_profile=True)
+    profile = st.extra["run_profile"]
+    assert profile["queue"]["localQueue"] == "jobqueue"
+    assert profile["queue"]["clusterQueue"] == "tau-cq"
+    assert profile["queue"]["flavors"]["cpu"] == "taugrid-default-cpu"
+    assert profile["runtime"][0]["node"] and profile["runtime"][0]["phase"] == "Running"
+    assert profile["gpu_runtime"]["state"] == "unavailable"
+    assert "cluster-wide pod read access" in profile["gpu_runtime"]["reason"]
+
+
+def test_dcgm_metrics_are_parsed() -> None:
+    from tau_core.run_profile import parse_metrics
+
+    text = ('# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization.\n'
+            'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",pod="p",namespace="aurora",container="main"} 87\n'
+            'DCGM_FI_DEV_FB_USED{gpu="0",pod="p",namespace="aurora"} 2048\n')
+    samples = parse_metrics(text)
+    assert samples[0] == ("DCGM_FI_DEV_GPU_UTIL", {"gpu": "0", "UUID": "GPU-1", "pod": "p", "namespace": "aurora",
+                                                   "container": "main"}, 87.0)
+    assert samples[1][2] == 2048.0

@@ -73,6 +73,10 @@ def test_job_succeeds_and_every_verb_follows_it(taugrid_cluster: TauGridScenario
     assert r.exit_code == 0, r
     assert "[x] Submitted" in r.stdout and "1/1 admitted queue=jobqueue" in r.stdout
 
+    r = tau_cli("run", "status", "train", *NS, "--run-profile")
+    assert "Run profile:" in r.stdout and "queue: local=jobqueue cluster=tau-cq" in r.stdout, r
+    assert "gpu_runtime: unavailable" in r.stdout
+
     cluster.advance(20)
     r = tau_cli("run", "status", "train", *NS, "-o", "json")
     doc = json.loads(r.stdout)
@@ -114,6 +118,25 @@ def test_rayjob_succeeds_and_logs_are_the_driver_output(taugrid_cluster: TauGrid
     assert names[-2:] == ["RayJob status", "Compute release"]
     r = tau_cli("run", "logs", "tune", *NS, "--timestamps")
     assert r.exit_code == 2 and "supported only for batch/v1 Job logs" in r.stderr
+
+
+def test_cancel_a_rayjob_tears_down_its_cluster(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:  # noqa: F811
+    cluster = taugrid_cluster.cluster
+    scripts_of(cluster).add({}, PodScript(run_seconds=600), kind="RayJob")
+    write_target(repo, "ray-c", engine="rayjob")
+    assert tau_cli("run", "ray-c", *NS).exit_code == 0
+    cluster.advance(10)
+    rayjob = cluster.store.get("ray.io/v1", "RayJob", NAMESPACE, "ray-c")
+    raycluster = rayjob["status"]["rayClusterName"]
+    assert [p for p in cluster.store.list("v1", "Pod", NAMESPACE)
+            if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == raycluster]
+    r = tau_cli("run", "cancel", "ray-c", *NS, "--timeout", "30s", "--interval", "0.05s")
+    assert r.exit_code == 0, r
+    assert cluster.store.get("ray.io/v1", "RayJob", NAMESPACE, "ray-c") is None
+    live = [p for p in cluster.store.list("v1", "Pod", NAMESPACE)
+            if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == raycluster
+            and not p["metadata"].get("deletionTimestamp")]
+    assert live == []
 
 
 # -- pending, failures --------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ class Snapshot:
     events: list[Obj] = field(default_factory=list)
     now: datetime | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
+    """Queue position of pending Workloads (Kueue visibility API), by Workload name, when served."""
     """resourceVersion of each list read (``workloads``, ``pods``, ``events``), for watches."""
 
     @property
@@ -249,10 +251,9 @@ def _workload_phase(snap: Snapshot) -> Phase:
             qr = _cond(w, "QuotaReserved") or _cond(w, "Admitted") or _cond(w, "Pending")
             if qr:
                 reason = str(qr.get("message") or qr.get("reason") or "")
-        position = ((w.get("status") or {}).get("pendingWorkloadPosition")
-                    or (w.get("status") or {}).get("positionInLocalQueue"))
+        position = snap.positions.get(str(_meta(w).get("name")))
         if position is not None:
-            detail += f" position={position}"
+            detail += f" position={position + 1}"
     uids = {str(_meta(w).get("uid")) for w in wls}
     ev_reasons = [str(e.get("reason") or "") for e in _events_for(snap.events, uids, set())]
     if any(r in ("Evicted", "Preempted") for r in ev_reasons) and admitted == 0:

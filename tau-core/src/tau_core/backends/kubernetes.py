@@ -54,6 +54,7 @@ RAYJOB_API = ("ray.io/v1", "rayjobs")
 WORKLOAD_API = ("kueue.x-k8s.io/v1beta2", "workloads")
 WORKSPACE_API = ("tau.azure.com/v1alpha1", "workspaces")
 CLAIM_API = ("resource.k8s.io/v1", "resourceclaims")
+VISIBILITY_API = "visibility.kueue.x-k8s.io/v1beta1"
 RETRY_ATTEMPT = keys.RETRY_ATTEMPT
 RETRY_MAX = keys.RETRY_MAX
 RETRY_REASON = keys.RETRY_REASON
@@ -142,6 +143,7 @@ class KubernetesBackend:
     last_requests: int = field(default=0, init=False)
     last_server: str = field(default="", init=False)
     last_context: str = field(default="", init=False)
+    _dry_run_objects: builtins.list[Obj] = field(default_factory=list, init=False, repr=False)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _say(self, message: str) -> None:
@@ -229,6 +231,7 @@ class KubernetesBackend:
 
         snap.workloads, snap.pods, snap.events = await asyncio.gather(read("workloads"), read("pods"),
                                                                        read("events"))
+        await self._queue_positions(session, ns, snap)
         claimed = any((p.get("spec") or {}).get("resourceClaims") for p in snap.pods)
         if claimed:
             try:
@@ -236,6 +239,25 @@ class KubernetesBackend:
             except KubeApiError:
                 snap.claims = []
         return snap
+
+    async def _queue_positions(self, session: KubeSession, ns: str, snap: Snapshot) -> None:
+        """Positions of pending Workloads from Kueue's visibility API (one read, only while pending)."""
+        pending = [w for w in snap.workloads if not any(
+            c.get("type") in ("QuotaReserved", "Admitted", "Finished") and c.get("status") == "True"
+            for c in (w.get("status") or {}).get("conditions") or [])]
+        queues = {str((w.get("spec") or {}).get("queueName") or "") for w in pending} - {""}
+        if not pending or len(queues) != 1:
+            return
+        try:
+            found = await session.get(api_path(VISIBILITY_API, "localqueues", namespace=ns, name=queues.pop(),
+                                               subresource="pendingworkloads"))
+        except (KubeApiError, OSError):
+            return  # the server does not expose Kueue's visibility API (or we may not read it)
+        for item in (found or {}).get("items") or []:
+            name = (item.get("metadata") or {}).get("name")
+            position = item.get("positionInLocalQueue")
+            if name and isinstance(position, int):
+                snap.positions[str(name)] = position
 
     def _status_from(self, ref: RunRef, snap: Snapshot, target: ResolvedTarget, server: str,
                      context: str) -> RunStatus:
@@ -275,17 +297,23 @@ class KubernetesBackend:
         }
         return st
 
-    async def status_async(self, session: KubeSession, ref: RunRef,
-                           target: ResolvedTarget | None = None) -> RunStatus:
+    async def status_async(self, session: KubeSession, ref: RunRef, target: ResolvedTarget | None = None,
+                           run_profile: bool = False) -> RunStatus:
         target = target or await self.resolve(session, ref)
         snap = await self.snapshot(session, target.namespace, ref.name)
-        return self._status_from(ref, snap, target, session.server, session.context)
+        status = self._status_from(ref, snap, target, session.server, session.context)
+        if run_profile and snap.workload is not None:
+            from tau_core.run_profile import run_profile as profile_of
 
-    def status(self, ref: RunRef) -> RunStatus:
-        result: RunStatus = self._run(self.status_async, ref)
+            status.extra["run_profile"] = await profile_of(session, snap)
+        return status
+
+    def status(self, ref: RunRef, *, run_profile: bool = False) -> RunStatus:
+        result: RunStatus = self._run(self.status_async, ref, None, run_profile)
         return result
 
-    def watch_status(self, ref: RunRef, *, interval: float = 2.0, max_iterations: int = 0) -> Iterator[RunStatus]:
+    def watch_status(self, ref: RunRef, *, interval: float = 2.0, max_iterations: int = 0,
+                     run_profile: bool = False) -> Iterator[RunStatus]:
         """Status frames while the run changes: one full read, then a frame per observed change.
 
         After the first read, changes arrive through watch streams on the workload, its pods, its
@@ -293,13 +321,14 @@ class KubernetesBackend:
         no API requests, and a busy one at most one frame per ``interval`` seconds.
         """
         frames = 0
-        for status in _iterate(self._watch_gen, ref, interval):
+        for status in _iterate(self._watch_gen, ref, interval, run_profile):
             frames += 1
             yield status
             if status.terminal or (max_iterations and frames >= max_iterations):
                 return
 
-    async def _watch_gen(self, ref: RunRef, interval: float) -> AsyncGenerator[RunStatus, None]:
+    async def _watch_gen(self, ref: RunRef, interval: float,
+                         run_profile: bool = False) -> AsyncGenerator[RunStatus, None]:
         session = await self._session()
         try:
             target = await self.resolve(session, ref)
@@ -320,6 +349,10 @@ class KubernetesBackend:
                                          + [status.terminal, status.attempt], default=str)
                         if key != last_key:
                             last_key = key
+                            if run_profile and current.workload is not None:
+                                from tau_core.run_profile import run_profile as profile_of
+
+                                status.extra["run_profile"] = await profile_of(session, current)
                             self.last_requests = session.requests
                             yield status
                         if status.terminal:
@@ -413,8 +446,13 @@ class KubernetesBackend:
         await self._preflight_priorities(session, request, objects)
         if dry_run:
             out = [await session.create(_path_of(o), o, dry_run=True) for o in objects]
+            self._dry_run_objects = out
+            from tau_core.output import to_yaml
+
+            text = "\n".join("---\n" + to_yaml(o).rstrip("\n") for o in out)
             return SubmitResult(RunRef(request.name, "kubernetes", ns, session.context), created=False,
-                                message=json.dumps(out))
+                                message=f"server dry-run of {request.name} (ns={ns}); the API server accepted:\n"
+                                        + text)
         kind = workload.get("kind", "")
         created_obj, created = await self._create_once(session, workload, submission_id)
         try:
@@ -426,7 +464,9 @@ class KubernetesBackend:
                                      uid=_meta(created_obj).get("uid"))
             raise
         noun = "rayjob" if kind == "RayJob" else "job"
-        message = (f"submitted {request.name} (kind={noun}, ns={ns})" if created
+        profile = _labels(workload).get(keys.PROFILE)
+        what = f"profile={profile}" if profile and kind == "Job" else f"kind={noun}"
+        message = (f"submitted {request.name} ({what}, ns={ns})" if created
                    else f"recovered {request.name} from an earlier attempt of the same submission (ns={ns})")
         return SubmitResult(RunRef(request.name, "kubernetes", ns, session.context), created=created, message=message)
 
@@ -593,9 +633,9 @@ class KubernetesBackend:
         """The objects as the API server would store them (``--dry-run=server``), without creating them."""
         req = SubmitRequest(request.name, request.config, request.objects, {**request.context, "dry_run": "server"},
                             request.config_path, request.config_hash, request.submission_id, request.extra_env)
-        result = self.submit(req)
-        objects: builtins.list[Obj] = json.loads(result.message)
-        return objects
+        self._dry_run_objects = []
+        self.submit(req)
+        return list(self._dry_run_objects)
 
     # -- cancel -----------------------------------------------------------------------------
     async def cancel_async(self, session: KubeSession, ref: RunRef, wait: bool, timeout: float) -> str:

@@ -138,6 +138,7 @@ def status_doc(st: Any) -> dict[str, Any]:
                     "elapsedSeconds": p.elapsed_seconds} for p in st.phases],
         "pods": st.extra.get("pods", []),
         "diagnosticCommands": st.extra.get("diagnostic_commands", []),
+        **({"runProfile": st.extra["run_profile"]} if "run_profile" in st.extra else {}),
     }
 
 
@@ -161,6 +162,10 @@ def status_text(st: Any, *, hints: bool = False) -> str:
                      + (f" ({st.failure.value})" if st.failure else ""))
     elif st.message:
         lines.append(st.message)
+    if st.extra.get("run_profile"):
+        from tau_core.run_profile import render
+
+        lines.extend(render(st.extra["run_profile"]))
     if hints and st.extra.get("diagnostic_commands"):
         lines.append("Diagnostic commands (run them yourself; Tau does not proxy metrics or exec):")
         lines.extend(f"  {c}" for c in st.extra["diagnostic_commands"])
@@ -232,7 +237,7 @@ def status(name: str, namespace: str | None, workspace: str | None, context: str
     backend = _backend(target)
     ref = target.ref(name)
     if not watch:
-        st = backend.status(ref)
+        st = backend.status(ref, run_profile=run_profile)
         if output == "json":
             emit(status_doc(st), "json")
         else:
@@ -240,10 +245,10 @@ def status(name: str, namespace: str | None, workspace: str | None, context: str
         if not st.extra.get("exists"):
             sys.exit(1)
         return
-    _watch(backend, ref, seconds, max_iterations)
+    _watch(backend, ref, seconds, max_iterations, run_profile)
 
 
-def _watch(backend: Any, ref: Any, interval: float, max_iterations: int) -> None:
+def _watch(backend: Any, ref: Any, interval: float, max_iterations: int, run_profile: bool = False) -> None:
     from tau_core.output import is_tty
 
     tty = is_tty(sys.stdout)
@@ -251,7 +256,7 @@ def _watch(backend: Any, ref: Any, interval: float, max_iterations: int) -> None
     where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
     try:
         frames = 0
-        for st in backend.watch_status(ref, interval=interval):
+        for st in backend.watch_status(ref, interval=interval, run_profile=run_profile):
             frames += 1
             last = st
             where = f"{st.ref.namespace}/{st.ref.name}"
