@@ -41,6 +41,23 @@ def _validate_meta(rtype: ResourceType, obj: dict[str, Any]) -> list[dict[str, A
         causes.append(errors.field_invalid(
             "metadata.name", name, "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
             "characters, '-' or '.', and must start and end with an alphanumeric character"))
+    for field in ("labels", "annotations"):
+        if field in meta and not isinstance(meta[field], dict):
+            causes.append(errors.field_invalid(f"metadata.{field}", meta[field], "must be a map of strings"))
+            meta.pop(field)
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and (not isinstance(finalizers, list) or
+                                   not all(isinstance(f, str) and f for f in finalizers)):
+        causes.append(errors.field_invalid("metadata.finalizers", finalizers, "must be a list of names"))
+    refs = meta.get("ownerReferences")
+    if refs is not None:
+        if not isinstance(refs, list):
+            causes.append(errors.field_invalid("metadata.ownerReferences", refs, "must be a list"))
+        else:
+            for i, ref in enumerate(refs):
+                for key in ("apiVersion", "kind", "name", "uid"):
+                    if not isinstance(ref, dict) or not isinstance(ref.get(key), str) or not ref.get(key):
+                        causes.append(errors.field_required(f"metadata.ownerReferences[{i}].{key}"))
     for key, value in (meta.get("labels") or {}).items():
         prefix, _, label_name = key.rpartition("/")
         if not _QUALIFIED_NAME.fullmatch(label_name) or len(label_name) > 63 or (
