@@ -109,7 +109,8 @@ Examples:
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
 def serve(host: str, port: int, default_target: str | None, store: str | None) -> None:
     """Serve Stellar read-only over HTTP (/stellar, /api/stellar/snapshot, /api/stellar/series, /healthz)."""
-    from .server import bind, serve as run_server, url_for
+    from .server import bind, url_for
+    from .server import serve as run_server
 
     path = _store_path(store)
     _open(path).close()  # a missing or damaged store fails here, with its hint
@@ -146,7 +147,8 @@ def open_(target: str, host: str, port: int, metric: str | None, browser: bool,
     import webbrowser
     from urllib.parse import urlencode
 
-    from .server import bind, serve as run_server, url_for
+    from .server import bind, url_for
+    from .server import serve as run_server
 
     path = _store_path(store)
     with _open(path) as s:

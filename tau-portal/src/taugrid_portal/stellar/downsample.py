@@ -191,7 +191,9 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
             )
         )
     kept = pl.concat(parts).unique(subset=[*keys, "step"]).sort([*keys, "step"])
-    series = kept.group_by(keys, maintain_order=True).agg(pl.col("step").alias("steps"), pl.col("value").alias("values"))
+    series = kept.group_by(keys, maintain_order=True).agg(
+        pl.col("step").alias("steps"), pl.col("value").alias("values")
+    )
     out = (
         stats.select([*keys, "source_points", "non_finite_points"])
         .join(series, on=keys, how="left")
@@ -230,9 +232,17 @@ def _segments(data: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     segs = data.group_by("_seg", maintain_order=True).agg(
         pl.col("run_id").first(), pl.col("metric_name").first(),
         pl.col("step").first().alias("_first"), pl.col("step").last().alias("_last"),
-        pl.len().cast(pl.Int64).alias("_n"), pl.col("step").diff().min().alias("_gap"),
+        pl.len().cast(pl.Int64).alias("_n"),
     )
-    return data, segs.with_columns((pl.col("_n").cum_sum() - pl.col("_n")).alias("_start"))
+    # A block whose steps do not strictly increase (a repeated or earlier step) needs sorting.
+    unordered = data.select(
+        pl.col("_seg").filter((pl.col("step").diff() <= 0) & (pl.col("_seg").diff() == 0)).unique()
+    ).to_series()
+    segs = segs.with_columns(
+        (pl.col("_n").cum_sum() - pl.col("_n")).alias("_start"),
+        pl.col("_seg").is_in(unordered.implode()).alias("_unordered"),
+    )
+    return data, segs
 
 
 def downsample_runs(frame: pl.DataFrame, budget: int) -> pl.DataFrame:
@@ -256,7 +266,7 @@ def downsample_runs(frame: pl.DataFrame, budget: int) -> pl.DataFrame:
     if data.height == 0:
         return pl.DataFrame(schema=schema)
     data, segs = _segments(data)
-    bad = ((segs["_gap"] <= 0).fill_null(False) | segs.select(pl.len().over(_KEYS) > 1).to_series())
+    bad = segs["_unordered"] | segs.select(pl.len().over(_KEYS) > 1).to_series()
     parts = []
     if bad.any():
         row_bad = pl.lit(bad).gather(pl.col("_seg"))
@@ -278,12 +288,17 @@ def downsample_runs(frame: pl.DataFrame, budget: int) -> pl.DataFrame:
         width = max(buckets, budget) + 1
         seg = pl.col("_seg")
         first = pl.lit(segs["_first"]).gather(seg)
+        by_step = (pl.col("step") - first) * buckets // (pl.lit(segs["_last"]).gather(seg) - first + 1)
+        within = segs["_n"] <= budget
         # Within-budget series keep every point (one bucket per row); the rest bucket by step.
-        bucket = (
-            pl.when(pl.lit(segs["_n"] <= budget).gather(seg))
-            .then(pl.int_range(pl.len(), dtype=pl.Int64) - pl.lit(segs["_start"]).gather(seg))
-            .otherwise((pl.col("step") - first) * buckets // (pl.lit(segs["_last"]).gather(seg) - first + 1))
-        )
+        if not within.any():
+            bucket = by_step
+        else:
+            bucket = (
+                pl.when(pl.lit(within).gather(seg))
+                .then(pl.int_range(pl.len(), dtype=pl.Int64) - pl.lit(segs["_start"]).gather(seg))
+                .otherwise(by_step)
+            )
         keyed = (
             data.lazy().select((seg * width + bucket).alias("_key"), "value").collect()
             .with_columns(pl.col("_key").set_sorted())

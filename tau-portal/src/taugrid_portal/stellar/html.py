@@ -128,7 +128,9 @@ def _view(snapshot: dict[str, Any]) -> dict[str, Any]:
             {**c, "pretty": json.dumps(c.get("config"), indent=2, sort_keys=True, ensure_ascii=False)}
             for c in run.get("configs", [])
         ]
-        r["artifacts"] = [{**a, "href": safe_href(a.get("durable_ref") or a.get("uri"))} for a in run.get("artifacts", [])]
+        r["artifacts"] = [
+            {**a, "href": safe_href(a.get("durable_ref") or a.get("uri"))} for a in run.get("artifacts", [])
+        ]
         r.setdefault("success_reasons", [])
         runs.append(r)
     view["runs"] = runs

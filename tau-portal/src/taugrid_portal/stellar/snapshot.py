@@ -230,14 +230,16 @@ def load_points(store: Any, run_ids: Sequence[str]) -> Any:
         path = (root / f["path"]).resolve()
         if not path.is_relative_to(root):
             raise ConfigError(f"metric file {f['path']!r} in {root} escapes the store root")
+        # Every metric file holds one run (the index row says which), so the run comes from the
+        # index instead of decoding a per-row column.
         scans.append(pl.scan_parquet(path).select(
-            pl.col("run_id").cast(pl.Categorical), pl.col("metric_name").cast(pl.Categorical),
+            pl.lit(f["run_id"], dtype=pl.String).cast(pl.Categorical).alias("run_id"),
+            pl.col("metric_name").cast(pl.Categorical),
             pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64),
         ))
     if not scans:
         return pl.DataFrame(schema={"run_id": pl.Categorical, "metric_name": pl.Categorical, "step": pl.Int64,
                                     "value": pl.Float64})
-    # Each file belongs to one run (the index says which); rows of any other run are ignored later.
     return pl.concat(scans).collect()
 
 

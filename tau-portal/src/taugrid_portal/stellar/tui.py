@@ -98,7 +98,8 @@ def render_tui(snapshot: dict[str, Any]) -> str:
                 f"{chart['rendered_points']} of {chart['source_points']} points shown)")
             srows = []
             for s in chart["series"][:MAX_SERIES]:
-                srows.append([_clip(s["run_id"], 28), s["source_points"], _num(s["values"][-1] if s["values"] else None),
+                latest = s["values"][-1] if s["values"] else None
+                srows.append([_clip(s["run_id"], 28), s["source_points"], _num(latest),
                               sparkline(s["values"], lo=chart["y_min"], hi=chart["y_max"])])
             add(render_table(srows, ["run", "points", "latest", "trend"]))
             if len(chart["series"]) > MAX_SERIES:
