@@ -97,7 +97,7 @@ def test_snapshot_for_an_experiment(store: Any) -> None:
 
 
 def test_snapshot_targets_and_errors(store: Any) -> None:
-    from taugrid_portal.stellar.snapshot import build_snapshot, build_series
+    from taugrid_portal.stellar.snapshot import build_series, build_snapshot
 
     assert build_snapshot(store, "arm-b")["target_type"] == "run_group"
     one = build_snapshot(store, "run-1")

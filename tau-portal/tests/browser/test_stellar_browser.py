@@ -30,8 +30,8 @@ def _page_file(tmp_path: Path, snapshot: dict[str, Any], name: str = "stellar.ht
 
 @pytest.fixture
 def snapshot(demo_store: Path) -> dict[str, Any]:
-    from taugrid_portal.store import ExperimentStore
     from taugrid_portal.stellar.snapshot import build_snapshot
+    from taugrid_portal.store import ExperimentStore
 
     with ExperimentStore.open(demo_store) as store:
         return build_snapshot(store, "sweep", max_points=120)
