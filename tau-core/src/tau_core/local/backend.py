@@ -19,7 +19,8 @@ Dispatch from the lifecycle verbs (``tau run status|logs|get|cancel|resume``, ``
 ``tau run list`` adds ``local.list()`` (``kind == "local"``, ``ref.backend == "local"``) to the cluster
 rows, and still shows the local rows when no cluster is reachable.  Besides the protocol, the backend
 offers what the verbs call on the Kubernetes backend: ``watch_status``, ``cancel_message``,
-``get(..., path=, pvc=)`` and a JSON ``message`` for ``resume(..., dry_run=True)``.
+``get(..., path=, pvc=)`` and a JSON ``message`` for ``resume(..., dry_run=True)``; cluster-only
+keyword options (``run_profile``, ``object_timeout``, ``workspace``, ...) are accepted and ignored.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class LocalBackend:
         threading.Thread(target=proc.wait, name="tau-local-reaper", daemon=True).start()
 
     # -- status ----------------------------------------------------------------------------
-    def status(self, ref: RunRef) -> RunStatus:
+    def status(self, ref: RunRef, **_cluster_options: Any) -> RunStatus:
         run = self._run(ref)
         record = self._record(run)
         from tau_core.local.evidence import read_evidence
@@ -190,7 +191,8 @@ class LocalBackend:
                 return st
             time.sleep(interval)
 
-    def watch_status(self, ref: RunRef, *, interval: float = 2.0, max_iterations: int = 0) -> Iterator[RunStatus]:
+    def watch_status(self, ref: RunRef, *, interval: float = 2.0, max_iterations: int = 0,
+                     **_cluster_options: Any) -> Iterator[RunStatus]:
         """Status frames: the first at once, then one whenever the run changes (checked every 0.1 s, at
         most one frame per ``interval``); ends after the frame that shows the run finished."""
         frames, last_key, last_at = 0, None, 0.0
@@ -348,7 +350,8 @@ class LocalBackend:
         raise TauError(f"local run '{run.run_id}' is still stopping after {timeout:g}s",
                        hint=f"stop it by hand: kill -KILL -{child.get('pgid', '<pgid>')}")
 
-    def cancel_message(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0) -> str:
+    def cancel_message(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0,
+                       **_cluster_options: Any) -> str:
         """:meth:`cancel`, then a one-line account of what happened (what ``tau run cancel`` prints)."""
         run = self._run(ref)
         before = self._record(run).get("state")
