@@ -896,3 +896,33 @@ def test_custom_resource_status_writes_are_validated_and_pruned(cluster):
             assert ok["status"]["pendingWorkloads"] == 2 and "madeUp" not in ok["status"]
 
     run(go())
+
+
+def test_crd_cel_rules_are_enforced(cluster):
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster) as api:
+            custom = client.CustomObjectsApi(api)
+
+            def queue(covered):
+                return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                        "spec": {"resourceGroups": [{"coveredResources": covered, "flavors": [
+                            {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}}
+
+            body = await expect_api_error(custom.create_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "clusterqueues", queue(["cpu", "memory"])), 422)
+            cause = body["details"]["causes"][0]
+            assert cause["field"] == "spec.resourceGroups[0]"
+            assert "flavors must have the same number of resources as the coveredResources" in cause["message"]
+            await custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", queue(["cpu"]))
+            await custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "localqueues", {
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq"},
+                "spec": {"clusterQueue": "cq"}})
+            body = await expect_api_error(custom.patch_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "default", "localqueues", "lq", {"spec": {"clusterQueue": "other"}},
+                _content_type="application/merge-patch+json"), 422)
+            assert body["details"]["causes"][0]["field"] == "spec.clusterQueue"
+            assert "field is immutable" in body["message"]
+
+    run(go())

@@ -355,7 +355,7 @@ def admit(store: Store, operation: str, rtype: ResourceType, obj: dict[str, Any]
         from tau_testing.sim.schema import validate_custom
 
         unknown: list[str] = []
-        causes += validate_custom(rtype.schema, obj, unknown)
+        causes += validate_custom(rtype.schema, obj, unknown, old)
         if unknown:
             if (field_validation or "").lower() == "strict":
                 raise errors.ApiError(400, "BadRequest", f'{rtype.kind} in version "{rtype.version}" cannot be '

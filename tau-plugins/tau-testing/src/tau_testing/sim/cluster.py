@@ -332,10 +332,12 @@ class SimCluster:
         if not path.parent.exists():
             path.parent.mkdir(parents=True, mode=0o700)
         text = yaml.safe_dump(self.kubeconfig(user, namespace), sort_keys=False)
-        fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
-        os.chmod(path, 0o600)
+        os.chmod(tmp, 0o600)
+        tmp.replace(path)  # readers never see a half-written kubeconfig
         return path
 
     # -- conveniences for tests ------------------------------------------------------------------------------

@@ -48,10 +48,45 @@ def _cause(reason: str, field: str, message: str) -> dict[str, Any]:
     return {"reason": reason, "message": message, "field": field}
 
 
+_MISSING = object()
+
+
 def _walk(schema: dict[str, Any], value: Any, path: str, causes: list[dict[str, Any]], unknown: list[str],
-          root: bool = False) -> None:
+          root: bool = False, old: Any = _MISSING) -> None:
     if not isinstance(schema, dict):
         return
+    _walk_value(schema, value, path, causes, unknown, root, old)
+    rules = schema.get("x-kubernetes-validations")
+    expected = schema.get("type")
+    if rules and (not expected or _type_ok(expected, value)):
+        from tau_testing.sim import cel
+
+        for rule in rules:
+            text = rule.get("rule") if isinstance(rule, dict) else None
+            if not text:
+                continue
+            if cel.check(text, value, None if old is _MISSING else old, old is not _MISSING) is False:
+                field = path + str(rule.get("fieldPath") or "")
+                message = rule.get("message") or f"failed rule: {text}"
+                kind = expected or ("integer or string" if schema.get("x-kubernetes-int-or-string") else "object")
+                reason = rule.get("reason") or "FieldValueInvalid"
+                causes.append(_cause(reason, field.lstrip("."), f"Invalid value: {_shown(kind)}: {message}"))
+
+
+def _old_item(schema: dict[str, Any], item: Any, old: Any) -> Any:
+    """The old list element matching ``item`` by its list-map keys (``_MISSING`` when not correlatable)."""
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    if schema.get("x-kubernetes-list-type") != "map" or not keys or not isinstance(old, list) or \
+            not isinstance(item, dict):
+        return _MISSING
+    for candidate in old:
+        if isinstance(candidate, dict) and all(candidate.get(k) == item.get(k) for k in keys):
+            return candidate
+    return _MISSING
+
+
+def _walk_value(schema: dict[str, Any], value: Any, path: str, causes: list[dict[str, Any]], unknown: list[str],
+                root: bool, old: Any) -> None:
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))):
             causes.append(_cause("FieldValueTypeInvalid", path,
@@ -113,7 +148,7 @@ def _walk(schema: dict[str, Any], value: Any, path: str, causes: list[dict[str, 
                 if value[i] is None and not items.get("nullable"):
                     continue
                 _default(items, value, i)
-                _walk(items, value[i], f"{path}[{i}]", causes, unknown)
+                _walk(items, value[i], f"{path}[{i}]", causes, unknown, old=_old_item(schema, value[i], old))
         return
     if isinstance(value, dict):
         props = schema.get("properties")
@@ -150,7 +185,8 @@ def _walk(schema: dict[str, Any], value: Any, path: str, causes: list[dict[str, 
                 if key not in value:
                     continue
                 child = value[key]
-            _walk(sub, child, _join(path, key, map_key=sub is additional), causes, unknown)
+            child_old = old.get(key, _MISSING) if isinstance(old, dict) else _MISSING
+            _walk(sub, child, _join(path, key, map_key=sub is additional), causes, unknown, old=child_old)
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             causes.append(_cause("FieldValueTooMany", path,
                                  f"Too many: {len(value)}: must have at most {schema['maxProperties']} items"))
@@ -169,8 +205,10 @@ def _default(schema: dict[str, Any], container: Any, key: Any) -> None:
         container[key] = clone(schema["default"])
 
 
-def validate_custom(schema: dict[str, Any], obj: dict[str, Any], unknown: list[str]) -> list[dict[str, Any]]:
-    """Prune unknown fields (recorded in ``unknown``), apply defaults, and return the validation causes."""
+def validate_custom(schema: dict[str, Any], obj: dict[str, Any], unknown: list[str],
+                    old: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Prune unknown fields (recorded in ``unknown``), apply defaults, evaluate the CEL rules (transition rules
+    against ``old`` on updates), and return the validation causes."""
     causes: list[dict[str, Any]] = []
-    _walk(schema, obj, "", causes, unknown, root=True)
+    _walk(schema, obj, "", causes, unknown, root=True, old=_MISSING if old is None else old)
     return causes

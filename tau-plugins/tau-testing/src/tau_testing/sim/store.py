@@ -348,7 +348,7 @@ class Store:
                     from tau_testing.sim.schema import validate_custom
 
                     new = clone(new)
-                    causes = validate_custom(rtype.schema, new, [])
+                    causes = validate_custom(rtype.schema, new, [], old)
                     if causes:
                         raise errors.invalid(rtype.kind, rtype.group, name, causes)
             else:
