@@ -262,7 +262,10 @@ def downsample_runs(frame: pl.DataFrame, budget: int) -> pl.DataFrame:
     data = frame.select(
         pl.col("run_id").cast(pl.Categorical), pl.col("metric_name").cast(pl.Categorical),
         pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64),
-    ).filter(pl.col("step").is_not_null() & pl.col("value").is_finite().fill_null(False))
+    )
+    # Copy the frame only when there is something to drop (null steps, NaN/Inf, null values).
+    if data["step"].null_count() or data["value"].null_count() or not data["value"].is_finite().all():
+        data = data.filter(pl.col("step").is_not_null() & pl.col("value").is_finite().fill_null(False))
     if data.height == 0:
         return pl.DataFrame(schema=schema)
     data, segs = _segments(data)
