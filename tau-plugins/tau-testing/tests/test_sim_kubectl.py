@@ -259,3 +259,12 @@ def test_get_prints_server_side_table_columns(kubectl, cluster):
     assert header[:2] == ["NAME", "CLUSTERQUEUE"]
     row = kubectl("get", "localqueues").stdout.splitlines()[1].split()
     assert row[:2] == ["lq", "cq"]
+
+
+def test_impersonation_needs_the_impersonate_verb(kubectl):
+    assert kubectl("auth", "can-i", "list", "pods", "--as", "alice", check=False).stdout.strip() == "no"
+    assert kubectl("auth", "can-i", "list", "pods", "--as", "ops", "--as-group", "system:masters").stdout.strip() \
+        == "yes"
+    denied = kubectl("get", "pods", "--as", "admin", user="alice", check=False)
+    assert denied.returncode == 1
+    assert 'User "alice" cannot impersonate resource "users"' in denied.stderr

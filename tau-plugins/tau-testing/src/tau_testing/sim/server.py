@@ -145,7 +145,11 @@ class ApiApp:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers: dict[str, str] = {}
+        for raw_key, raw_value in scope["headers"]:
+            key, value = raw_key.decode("latin-1").lower(), raw_value.decode("latin-1")
+            # repeated headers (Impersonate-Group) are joined the way HTTP allows
+            headers[key] = f"{headers[key]},{value}" if key in headers else value
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         path = scope["path"]
         if len(path) > 1 and path.endswith("/") and not path.startswith("/version"):
@@ -187,6 +191,23 @@ class ApiApp:
             return None
         raise ApiError(401, "Unauthorized", "Unauthorized")
 
+    def _impersonate(self, request: Request, user: User) -> User:
+        """``Impersonate-User``/``Impersonate-Group``: allowed by the ``impersonate`` verb on users and groups."""
+        name = request.headers["impersonate-user"].strip()
+        groups = [g.strip() for g in request.headers.get("impersonate-group", "").split(",") if g.strip()]
+        wanted = [Attributes(verb="impersonate", resource="users", name=name)] + [
+            Attributes(verb="impersonate", resource="groups", name=g) for g in groups]
+        for attrs in wanted:
+            allowed, _ = self.cluster.authorizer.authorize(user, attrs)
+            if not allowed:
+                raise ApiError(403, "Forbidden", f'{attrs.resource} "{attrs.name}" is forbidden: User "{user.name}" '
+                               f'cannot impersonate resource "{attrs.resource}" in API group "" at the cluster '
+                               f'scope', name=attrs.name, kind=attrs.resource)
+        known = self.cluster.users._by_name.get(name)
+        if not groups and known is not None:
+            groups = list(known.groups)
+        return User(name, groups, token="", uid=known.uid if known is not None else "")
+
     async def handle(self, request: Request, response: Response, record: RequestRecord, receive: Any) -> None:
         target = self._resolve(request)
         watch = False
@@ -219,6 +240,8 @@ class ApiApp:
                 }.get(fault.status, f"injected fault {fault.status}")
                 raise ApiError(fault.status, None, message, retry_after=fault.retry_after)
         user = self._authenticate(request)
+        if user is not None and request.headers.get("impersonate-user"):
+            user = self._impersonate(request, user)
         record.user = user.name if user else None
         if user is not None:
             allowed, _ = self.cluster.authorizer.authorize(user, attrs)
