@@ -165,6 +165,12 @@ def test_run_filter_and_toggle_hide_runs(probe: Any, tmp_path: Path, snapshot: d
     assert density.startswith(f"{one['rendered_points']} of {one['source_points']} points shown")
     page.fill("#run-filter", "")
     assert all(_chart(page, 0, "u.series.slice(1).map(s => s.show)"))
+    # The metric filter hides charts by name.
+    page.fill("#metric-filter", "acc")
+    assert page.locator("figure.chart:visible").count() == 1
+    assert page.locator("figure.chart:visible .metric-name").inner_text() == "accuracy"
+    page.fill("#metric-filter", "")
+    assert page.locator("figure.chart:visible").count() == 2
     page.uncheck('#run-table input.run-toggle[data-run="run-0"]')
     shown = _chart(page, 1, "u.series.slice(1).map(s => s.show)")
     assert shown == [rid != "run-0" for rid in [s["run_id"] for s in snapshot["charts"][1]["series"]]]

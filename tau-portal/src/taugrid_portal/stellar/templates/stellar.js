@@ -287,6 +287,14 @@
         applyVisibility();
       });
     });
+    document.getElementById("metric-filter").addEventListener("input", function (e) {
+      var needle = e.target.value.trim().toLowerCase();
+      charts.forEach(function (chart) {
+        var show = !needle || chart.meta.metric_name.toLowerCase().indexOf(needle) !== -1;
+        chart.el.classList.toggle("hidden", !show);
+        if (show && chart.u) chart.u.setSize({ width: Math.max(320, chart.plotEl.clientWidth), height: 260 });
+      });
+    });
     var slider = document.getElementById("smoothing");
     var sliderOut = document.getElementById("smoothing-value");
     slider.addEventListener("input", function () {
