@@ -130,7 +130,7 @@ def test_cancel_a_rayjob_tears_down_its_cluster(taugrid_cluster: TauGridScenario
     raycluster = rayjob["status"]["rayClusterName"]
     assert [p for p in cluster.store.list("v1", "Pod", NAMESPACE)
             if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == raycluster]
-    r = tau_cli("run", "cancel", "ray-c", *NS, "--timeout", "30s", "--interval", "0.05s")
+    r = tau_cli("run", "cancel", "ray-c", *NS, "--teardown-timeout", "30s", "--interval", "0.05s")
     assert r.exit_code == 0, r
     assert cluster.store.get("ray.io/v1", "RayJob", NAMESPACE, "ray-c") is None
     live = [p for p in cluster.store.list("v1", "Pod", NAMESPACE)
@@ -307,13 +307,29 @@ def test_cancel_during_a_run(taugrid_cluster: TauGridScenario, tau_cli, repo: Pa
     assert tau_cli("run", "c", *NS).exit_code == 0
     cluster.advance(5)
     assert pods_of(taugrid_cluster, "c")
-    r = tau_cli("run", "cancel", "c", *NS, "--timeout", "20s", "--interval", "0.05s")
+    r = tau_cli("run", "cancel", "c", *NS, "--teardown-timeout", "20s", "--interval", "0.05s")
     assert r.exit_code == 0, r
     assert "cancelled aurora/c" in r.stdout
     assert cluster.store.get("batch/v1", "Job", NAMESPACE, "c") is None
     assert not [p for p in pods_of(taugrid_cluster, "c") if not p["metadata"].get("deletionTimestamp")]
     r = tau_cli("run", "cancel", "c", *NS)
     assert r.exit_code == 1 and "no Job or RayJob named \"c\"" in r.stderr
+
+
+def test_cancel_timeout_prints_a_manual_cleanup_command(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+                                                         repo: Path) -> None:
+    cluster = taugrid_cluster.cluster
+    scripts_of(cluster).add({"job-name": "stuck"}, PodScript(run_seconds=None))
+    write_target(repo, "stuck")
+    assert tau_cli("run", "stuck", *NS).exit_code == 0
+    cluster.advance(5)
+    (pod,) = pods_of(taugrid_cluster, "stuck")
+    pod["metadata"]["finalizers"] = ["example.com/hold"]
+    cluster.store.update(pod)
+    r = tau_cli("run", "cancel", "stuck", *NS, "--teardown-timeout", "0.3s", "--interval", "0.05s")
+    assert r.exit_code == 1, r
+    assert "timed out after 0.3s waiting for aurora/stuck to tear down (1 pod(s) remain)" in r.stderr
+    assert "kubectl delete pods -n aurora -l controller-uid=" in r.stderr
 
 
 def test_logs_follow_until_completion(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
@@ -417,3 +433,45 @@ def test_unreachable_cluster_and_bad_name(tau_cli, tau_env, repo: Path, tmp_path
     assert "cannot reach the Kubernetes API server at http://127.0.0.1:9" in r.stderr
     r = tau_cli("run", "status", "Bad_Name", *NS)
     assert r.exit_code == 1 and "not a valid run name" in r.stderr
+
+
+def test_interrupting_the_waiting_cli_loses_nothing(taugrid_factory, tau_env, tau_cli, repo: Path) -> None:  # noqa: F811
+    """Ctrl-C while `tau run` waits for a retried run: it exits 130, the run and its attempt count stay."""
+    import os
+    import signal
+    import sys
+    import time
+
+    scenario = taugrid_factory(clock="real", time_scale=5)
+    book = scripts_of(scenario.cluster)
+    book.add(lambda p: (p["metadata"].get("labels") or {}).get("job-name") == "intr" and not is_retry(p),
+             PodScript(run_seconds=2, oom=True))
+    book.add({"job-name": "intr"}, PodScript(run_seconds=3600))
+    write_target(repo, "intr", extra=RETRY.format(on="OOMKilled"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}
+    env.update({k: v for k, v in tau_env.items() if v is not None})
+    proc = subprocess.Popen([sys.executable, "-c", "from tau_core.cli import main; main()", "run", "intr", *NS],
+                            env=env, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def retried() -> bool:
+            job = scenario.cluster.store.get("batch/v1", "Job", NAMESPACE, "intr")
+            return bool(job and (job["metadata"].get("annotations") or {}).get(keys.RETRY_ATTEMPT) == "1")
+
+        deadline = time.monotonic() + 60
+        while not retried():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run was never retried"
+            time.sleep(0.1)
+        time.sleep(0.5)  # the CLI is waiting on the second attempt now
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted while waiting for aurora/intr; it keeps running and its retry count is kept" in err
+    assert "Traceback" not in err
+    job = scenario.cluster.store.get("batch/v1", "Job", NAMESPACE, "intr")
+    assert job is not None and job["metadata"]["annotations"][keys.RETRY_ATTEMPT] == "1"
+    r = tau_cli("run", "status", "intr", *NS)
+    assert r.exit_code == 0 and "attempt 1/2" in r.stdout, r

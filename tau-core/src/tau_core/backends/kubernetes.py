@@ -612,9 +612,9 @@ class KubernetesBackend:
                 with _deferred_interrupts():
                     self.retry(ref, request, attempt=attempt, reason=reason)
         except KeyboardInterrupt:
-            say(f"stopped waiting; {where} keeps running and its retry count is kept on the workload "
-                f"(tau run status {ref.name})")
-            raise
+            raise TauError(f"interrupted while waiting for {where}; it keeps running and its retry count is kept "
+                           "on the workload", hint=f"follow it with `tau run status {ref.name} --watch`",
+                           exit_code=130) from None
 
     def wait(self, ref: RunRef) -> RunStatus:
         """Block until the run is terminal (watch-driven: no polling)."""
@@ -638,7 +638,10 @@ class KubernetesBackend:
         return list(self._dry_run_objects)
 
     # -- cancel -----------------------------------------------------------------------------
-    async def cancel_async(self, session: KubeSession, ref: RunRef, wait: bool, timeout: float) -> str:
+    async def cancel_async(self, session: KubeSession, ref: RunRef, wait: bool, timeout: float,
+                           object_timeout: float = 30.0) -> str:
+        """Delete the workload and its headless Service; with ``wait``, wait until the workload object is
+        gone (``object_timeout``: Kueue's Workload cleanup) and then its pods (``timeout``: teardown)."""
         target = await self.resolve(session, ref)
         ns = target.namespace
         job, rayjob = await self._workload(session, ns, ref.name)
@@ -652,28 +655,35 @@ class KubernetesBackend:
             await session.delete(api_path(*JOB_API, namespace=ns, name=ref.name), propagation="Background")
         await session.delete(api_path("v1", "services", namespace=ns, name=f"{ref.name}-headless"))
         if not wait:
-            return f"deleted {ns}/{ref.name}; teardown continues in the background (not waited for)"
+            return f"deleted {ns}/{ref.name}; teardown is incomplete and continues in the background"
         selector = f"{keys.RAY_CLUSTER}={cluster}" if cluster else (
             f"controller-uid={_meta(job).get('uid')}" if job else f"{keys.JOB_NAME}={ref.name}")
+        manual = f"kubectl delete pods -n {ns} -l {selector} --context {session.context}"
+        workload_path = _path_of(job or rayjob or {}, named=True)
+        deadline = time.monotonic() + object_timeout
+        while await session.get(workload_path, missing_ok=True) is not None:
+            if time.monotonic() >= deadline:
+                kind = "rayjob" if rayjob is not None else "job"
+                raise TauError(f"timed out after {object_timeout:g}s waiting for {kind} {ns}/{ref.name} to be "
+                               "removed", hint=f"inspect its finalizers: kubectl get {kind} {ref.name} -n {ns} "
+                                               f"--context {session.context} -o yaml")
+            await asyncio.sleep(self.poll_interval)
         deadline = time.monotonic() + timeout
         while True:
             pods = await session.list_items(api_path("v1", "pods", namespace=ns), label_selector=selector)
-            gone = await session.get(_path_of(job or rayjob or {}, named=True), missing_ok=True) is None
-            if not pods and gone:
+            if not pods:
                 return f"cancelled {ns}/{ref.name}; its pods are gone and Kueue released the quota"
             if time.monotonic() >= deadline:
-                raise TauError(
-                    f"timed out after {int(timeout)}s waiting for {ns}/{ref.name} to tear down "
-                    f"({len(pods)} pod(s) remain)",
-                    hint=f"remove them manually: kubectl delete pods -n {ns} -l {selector} --context "
-                         f"{session.context}")
+                raise TauError(f"timed out after {timeout:g}s waiting for {ns}/{ref.name} to tear down "
+                               f"({len(pods)} pod(s) remain)", hint=f"remove them manually: {manual}")
             await asyncio.sleep(self.poll_interval)
 
-    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0) -> None:
+    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 720.0) -> None:
         self._say(self._run(self.cancel_async, ref, wait, timeout))
 
-    def cancel_message(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0) -> str:
-        result: str = self._run(self.cancel_async, ref, wait, timeout)
+    def cancel_message(self, ref: RunRef, *, wait: bool = True, timeout: float = 720.0,
+                       object_timeout: float = 30.0) -> str:
+        result: str = self._run(self.cancel_async, ref, wait, timeout, object_timeout)
         return result
 
     # -- logs -------------------------------------------------------------------------------
@@ -1399,10 +1409,29 @@ def _iterate(factory: Callable[..., AsyncGenerator[T, None]], *args: Any) -> Ite
             except StopAsyncIteration:
                 return
     finally:
+        _drain(loop, agen)
+
+
+def _drain(loop: asyncio.AbstractEventLoop, agen: AsyncGenerator[Any, None]) -> None:
+    """Stop everything still running on ``loop`` (after an early stop, an error or Ctrl-C), then close it.
+
+    Pending tasks (the interrupted ``__anext__``, watch informers) are cancelled and awaited so that
+    every ``finally`` runs and every HTTP connection is released before the loop goes away.
+    """
+    try:
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         try:
             loop.run_until_complete(agen.aclose())
-        except Exception:
+        except (Exception, asyncio.CancelledError):
             pass
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except (Exception, KeyboardInterrupt):
+        pass
+    finally:
         loop.close()
 
 

@@ -421,30 +421,36 @@ def get(name: str, namespace: str | None, workspace: str | None, context: str | 
 @lifecycle_options
 @click.option("--wait", type=click.BOOL, default=True, show_default=True, is_flag=False, flag_value=True,
               help="Wait until the workload's pods are gone (--wait=false returns at once).")
-@click.option("--timeout", "teardown_timeout", default="12m", show_default=True,
-              help="How long to wait for teardown.")
-@click.option("--teardown-timeout", "teardown_alias", default=None, help="Alias of --timeout.")
+@click.option("--timeout", "timeout", default="30s", show_default=True,
+              help="How long to wait for the Job/RayJob object (and Kueue's Workload) to be removed.")
+@click.option("--teardown-timeout", default="12m", show_default=True,
+              help="How long to wait for the run's pods (the RayCluster) to be gone.")
 @click.option("--interval", default="2s", show_default=True, help="Poll interval while waiting.")
 def cancel(name: str, namespace: str | None, workspace: str | None, context: str | None,
-           system_namespace: str | None, project: str | None, wait: bool, teardown_timeout: str,
-           teardown_alias: str | None, interval: str) -> None:
+           system_namespace: str | None, project: str | None, wait: bool, timeout: str, teardown_timeout: str,
+           interval: str) -> None:
     """Stop a run: delete its Job or RayJob and headless Service so Kueue frees the quota.
+
+    By default it waits until the workload's pods are gone; on timeout it exits 1 and prints a
+    command to remove what is left.
 
     \b
     Examples:
       tau run cancel train-7f2c
       tau run cancel train-7f2c --wait=false
-      tau run cancel train-7f2c --timeout 2m
+      tau run cancel train-7f2c --teardown-timeout 2m
     """
     from tau_core.backends.targeting import check_name
     from tau_core.retry import parse_duration
 
     check_name(name)
-    seconds = parse_duration(teardown_alias or teardown_timeout, "--timeout")
+    object_seconds = parse_duration(timeout, "--timeout")
+    teardown_seconds = parse_duration(teardown_timeout, "--teardown-timeout")
     poll = _parse_interval(interval)
     target = _target(namespace, workspace, context, system_namespace, project)
     backend = target.backend(poll_interval=poll)
-    click.echo(backend.cancel_message(target.ref(name), wait=wait, timeout=seconds))
+    click.echo(backend.cancel_message(target.ref(name), wait=wait, timeout=teardown_seconds,
+                                      object_timeout=object_seconds))
 
 
 # -- resume -------------------------------------------------------------------------------------
