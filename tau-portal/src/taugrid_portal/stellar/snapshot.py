@@ -207,15 +207,33 @@ def chart_series(
     start_step: int | None = None,
     end_step: int | None = None,
 ) -> dict[str, Any]:
-    """One metric across runs through ``store.series`` (optionally a step range), downsampled."""
-    frame = store.series(list(run_ids), metric, start_step=start_step, end_step=end_step)
-    sampled = _rounded(downsample.downsample_frame(frame.select("run_id", "step", "value"), budget))
-    rows = {row["run_id"]: row for row in sampled.iter_rows(named=True)}
+    """One metric across runs (optionally a step range), downsampled: the series API body."""
+    import polars as pl
+
+    points = load_points(store, run_ids, metric=metric, start_step=start_step, end_step=end_step)
+    sampled = _rounded(downsample.downsample_runs(points, budget))
+    counts = points.group_by(pl.col("run_id").cast(pl.String)).agg(
+        pl.len().alias("source_points"),
+        (~pl.col("value").is_finite().fill_null(False)).sum().alias("non_finite_points"),
+    )
+    totals = {r["run_id"]: r for r in counts.iter_rows(named=True)}
+    rows = {}
+    for row in sampled.iter_rows(named=True):
+        row.update(totals.get(row["run_id"], {"source_points": row["finite_points"], "non_finite_points": 0}))
+        rows[row["run_id"]] = row
     return _assemble_chart(metric, run_ids, rows, budget, colors)
 
 
-def load_points(store: Any, run_ids: Sequence[str]) -> Any:
-    """Every scalar point of ``run_ids`` in one pass over their immutable metric files.
+def load_points(
+    store: Any,
+    run_ids: Sequence[str],
+    *,
+    metric: str | None = None,
+    start_step: int | None = None,
+    end_step: int | None = None,
+) -> Any:
+    """Every scalar point of ``run_ids`` (or of one ``metric``, optionally a step range) in one
+    pass over their immutable metric files: ``run_id, metric_name, step, value``.
 
     Files are read in write order (``created_at``, ``file_id``), so later writes of a step win.
     """
@@ -232,7 +250,14 @@ def load_points(store: Any, run_ids: Sequence[str]) -> Any:
             raise ConfigError(f"metric file {f['path']!r} in {root} escapes the store root")
         # Every metric file holds one run (the index row says which), so the run comes from the
         # index instead of decoding a per-row column.
-        scans.append(pl.scan_parquet(path).select(
+        scan = pl.scan_parquet(path)
+        if metric is not None:
+            scan = scan.filter(pl.col("metric_name") == metric)
+        if start_step is not None:
+            scan = scan.filter(pl.col("step") >= start_step)
+        if end_step is not None:
+            scan = scan.filter(pl.col("step") <= end_step)
+        scans.append(scan.select(
             pl.lit(f["run_id"], dtype=pl.String).cast(pl.Categorical).alias("run_id"),
             pl.col("metric_name").cast(pl.Categorical),
             pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64),
