@@ -475,3 +475,39 @@ def test_interrupting_the_waiting_cli_loses_nothing(taugrid_factory, tau_env, ta
     assert job is not None and job["metadata"]["annotations"][keys.RETRY_ATTEMPT] == "1"
     r = tau_cli("run", "status", "intr", *NS)
     assert r.exit_code == 0 and "attempt 1/2" in r.stdout, r
+
+
+def test_tau_logs_root_finds_the_run_through_the_current_kubeconfig(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+                                                                    repo: Path) -> None:
+    scripts_of(taugrid_cluster.cluster).add({"job-name": "lg"}, PodScript(run_seconds=2, logs=["hello from lg"]))
+    write_target(repo, "lg")
+    assert tau_cli("run", "lg", *NS).exit_code == 0
+    taugrid_cluster.cluster.advance(5)
+    r = tau_cli("logs", "lg")
+    assert r.exit_code == 0, r
+    assert r.stdout.splitlines() == ["hello from lg"]
+    r = tau_cli("logs", "missing-run")
+    assert r.exit_code == 1 and 'run "missing-run" was not found' in r.stderr
+
+
+DESCRIPTOR = ("schema: tau.workspace.connection.v1\nworkspace: aurora\ncluster:\n  contextName: tau-sim-researcher\n"
+              "access:\n  method: kubeconfig\nauthorization:\n  mode: workspace-rbac\n"
+              "  requiredRole: tau-researcher-v1\nrequirements:\n  minTauVersion: 0.1.0\n")
+
+
+def test_lifecycle_verbs_use_the_repository_connection(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+                                                       repo: Path) -> None:
+    scripts_of(taugrid_cluster.cluster).add({"job-name": "conn"}, PodScript(run_seconds=2, logs=["via connection"]))
+    write_target(repo, "conn")
+    (repo / "tau" / "workspace.connection.yaml").write_text(DESCRIPTOR)
+    r = tau_cli("run", "conn", input="y\n")  # first use: review and approve the connection
+    assert r.exit_code == 0, r
+    assert "Approve and connect?" in r.stderr
+    taugrid_cluster.cluster.advance(5)
+    r = tau_cli("run", "status", "conn")  # no -n: the pinned namespace of the cached connection
+    assert r.exit_code == 0, r
+    assert "Run: aurora/conn (Job)" in r.stdout and "Workspace: aurora" in r.stdout
+    r = tau_cli("logs", "conn")
+    assert r.exit_code == 0 and r.stdout.splitlines() == ["via connection"], r
+    r = tau_cli("run", "list", "-o", "json")
+    assert [d["name"] for d in json.loads(r.stdout)] == ["conn"]

@@ -156,3 +156,20 @@ def routes_for(*, env: Mapping[str, str] | None = None, cwd: Path | None = None,
                                 conn.system_namespace, conn.workspace_uid, "repository"))
     routes.extend(cached_routes(config_dir(env)))
     return routes
+
+
+def ambient_routes(system_namespace: str | None = None) -> list[Route]:
+    """With no workspace connection configured: the current kubeconfig context and its primary workspace."""
+    from tau_core.backends.kubernetes import KubernetesBackend
+    from tau_core.kube import kubeconfig_paths
+    from tau_core.lifecycle.base import RunRef
+
+    if not any(p.exists() for p in kubeconfig_paths()):
+        return []
+    backend = KubernetesBackend(system_namespace=system_namespace)
+    try:
+        target = backend.resolve_namespace(RunRef(""))
+    except TauError:
+        return []  # no primary workspace on this cluster: nothing to search
+    return [Route(target.workspace or "", target.namespace, backend.last_context or None, None, backend.sys_namespace,
+                  "", "kubeconfig")]
