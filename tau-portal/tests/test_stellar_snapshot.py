@@ -206,3 +206,27 @@ def test_chart_bundle_is_built_from_the_pinned_npm_package_and_not_committed() -
         assert tracked.stdout.strip() == ""
         ignored = subprocess.run(["git", "check-ignore", "-q", str(html.VENDOR / "uPlot.iife.min.js")], cwd=portal)
         assert ignored.returncode == 0
+
+
+def test_stellar_html_without_the_bundle_fails_clearly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tau_core.cli import run
+    from taugrid_portal.cli import cli
+    from taugrid_portal.stellar import html
+
+    monkeypatch.setattr(html, "VENDOR", tmp_path / "vendor")
+    html.vendor_assets.cache_clear()
+    out = tmp_path / "page.html"
+    try:
+        code = run(cli, ["experiment", "stellar", "sweep", "--store", str(store_path), "--out", str(out)],
+                   prog_name="taugrid-portal")
+        err = capsys.readouterr().err
+        assert code == 1
+        assert err.startswith("error: the Stellar chart library is missing") and "hint: reinstall" in err
+        assert not out.exists()  # never a broken page
+        # JSON and TUI output do not need the bundle.
+        assert run(cli, ["experiment", "stellar", "sweep", "--store", str(store_path), "-o", "json"],
+                   prog_name="taugrid-portal") == 0
+    finally:
+        html.vendor_assets.cache_clear()

@@ -118,7 +118,7 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
 
     from taugrid_portal.store import ExperimentStore
 
-    from .html import render_html
+    from .html import MissingAssetsError, render_html
     from .snapshot import build_series, build_snapshot, to_json
 
     root = Path(store_path)
@@ -150,6 +150,8 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
                 return _error(400, "INVALID_ARGUMENT", exc.message, exc.hint)
             except ConfigError as exc:
                 return _error(503, "SOURCE_UNAVAILABLE", exc.message, exc.hint)
+            except MissingAssetsError as exc:
+                return _error(503, "ASSETS_UNAVAILABLE", exc.message, exc.hint)
             except TauError as exc:
                 return _error(400, "INVALID_ARGUMENT", exc.message, exc.hint)
             except Exception as exc:  # a bug: report it without leaking a traceback to the client
