@@ -321,3 +321,46 @@ def test_dcgm_metrics_are_parsed() -> None:
     assert samples[0] == ("DCGM_FI_DEV_GPU_UTIL", {"gpu": "0", "UUID": "GPU-1", "pod": "p", "namespace": "aurora",
                                                    "container": "main"}, 87.0)
     assert samples[1][2] == 2048.0
+
+
+def test_log_options_containers_timestamps_and_previous(grid) -> None:  # type: ignore[no-untyped-def]
+    scenario, backend = grid
+    scripts_of(scenario.cluster).add({"app": "multi"}, PodScript(
+        run_seconds=30, logs={"main": ["main line"], "sidecar": ["side line"], "setup": ["init line"]}))
+    obj = job("multi")
+    spec = obj["spec"]["template"]["spec"]
+    spec["initContainers"] = [{"name": "setup", "image": "busybox:1", "resources": {"requests": {"cpu": "10m"}}}]
+    spec["containers"].append({"name": "sidecar", "image": "busybox:1", "resources": {"requests": {"cpu": "10m"}}})
+    backend.submit(request(obj))
+    scenario.cluster.advance(10)
+    ref = RunRef("multi", namespace=NAMESPACE)
+    assert list(backend.logs(ref, LogOptions())) == ["main line"]
+    assert list(backend.logs(ref, LogOptions(container="setup"))) == ["init line"]
+    everything = list(backend.logs(ref, LogOptions(all_containers=True, prefix=True)))
+    assert [line.rsplit("] ", 1)[1] for line in everything] == ["init line", "main line", "side line"]
+    assert all(line.startswith("[pod/multi-") for line in everything)
+    stamped = list(backend.logs(ref, LogOptions(timestamps=True)))
+    assert stamped[0].endswith(" main line") and stamped[0][:4].isdigit()
+    with pytest.raises(NotFoundError) as err:
+        list(backend.logs(ref, LogOptions(container="nope")))
+    assert "containers: setup, main, sidecar" in (err.value.hint or "")
+
+
+def test_previous_container_instance(grid) -> None:  # type: ignore[no-untyped-def]
+    scenario, backend = grid
+    calls = {"n": 0}
+
+    def lines(pod: dict[str, Any], container: str) -> list[str]:
+        calls["n"] += 1
+        return [f"run {calls['n']}"]
+
+    scripts_of(scenario.cluster).add({"app": "restarts"}, PodScript(run_seconds=3, exit_code=1, logs=lines))
+    obj = job("restarts")
+    obj["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    obj["spec"]["backoffLimit"] = 5
+    backend.submit(request(obj))
+    scenario.cluster.advance(30)
+    ref = RunRef("restarts", namespace=NAMESPACE)
+    current = list(backend.logs(ref, LogOptions()))
+    previous = list(backend.logs(ref, LogOptions(previous=True)))
+    assert current and previous and current != previous
