@@ -511,3 +511,19 @@ def test_lifecycle_verbs_use_the_repository_connection(taugrid_cluster: TauGridS
     assert r.exit_code == 0 and r.stdout.splitlines() == ["via connection"], r
     r = tau_cli("run", "list", "-o", "json")
     assert [d["name"] for d in json.loads(r.stdout)] == ["conn"]
+
+
+def test_watch_survives_dropped_watches_and_503s(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+    scenario = taugrid_factory(clock="real", time_scale=10)
+    scripts_of(scenario.cluster).add({"job-name": "dw"}, PodScript(pull_seconds=20, run_seconds=600))
+    write_target(repo, "dw")
+    assert tau_cli("run", "dw", *NS).exit_code == 0
+    drops = scenario.cluster.faults.drop_watches(after_events=0, count=4)
+    flaky = scenario.cluster.faults.add(method="GET", status=503, rate=0.2)
+    try:
+        r = tau_cli("run", "status", "dw", *NS, "--watch", "--interval", "0.05s")
+    finally:
+        drops.remove()
+        flaky.remove()
+    assert r.exit_code == 0, r
+    assert "[x] Ready" in r.stdout.strip().split("\n\n")[-1]
