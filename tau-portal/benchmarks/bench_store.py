@@ -77,7 +77,7 @@ IMPORT_CHILD = textwrap.dedent("""
     t_cold = time.perf_counter()
     import_jsonl(warm, run="warm", history=[os.path.join(warm_dir, "w.jsonl")])
     cold = time.perf_counter() - t_cold
-    store, _ = ExperimentStore.init(root, project="bench")
+    store, _ = ExperimentStore.init(root, project="bench")  # creates, or attaches to a sibling's store
     t0, c0 = time.perf_counter(), time.process_time()
     rows = 0
     for i, f in enumerate(files):
@@ -164,6 +164,24 @@ def bench_import(work: Path) -> float:
     report("jsonl-import-throughput-cpu", points / res["cpu"], "points per CPU-second")
     report("jsonl-import-peak-rss", res["peak_mb"], "MB")
     report("jsonl-import-first-call-overhead", res["cold"] * 1000, "ms (one-time imports in a fresh process)")
+    # the same 10 runs imported by two writer processes at once into one store (the writer lock
+    # serializes only the short commit, so independent runs import in parallel)
+    workers = 2
+    store = work / "store-import-parallel"
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", IMPORT_CHILD.replace('run=f"run-{i:02d}"',
+                                                                          f'run=f"run-{w}-{{i:02d}}"'),
+                               str(store), *map(str, files[w::workers])], stdout=subprocess.PIPE, text=True)
+             for w in range(workers)]
+    results = []
+    for p in procs:
+        out, _ = p.communicate()
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    wall = time.perf_counter() - t0
+    rows = sum(r["rows"] for r in results)
+    report("jsonl-import-throughput-2-writers", rows / max(r["wall"] for r in results),
+           f"points/s (two writer processes into one store; {rows / wall:,.0f} points/s including "
+           "process start-up)")
     return points / res["wall"]
 
 
