@@ -24,7 +24,8 @@ def _hook_names() -> list[str]:
 
 
 def _host(*plugins: object) -> Host:
-    return Host.create(entry_points=False, extra_plugins=[(f"p{i}", p) for i, p in enumerate(plugins)], env={})
+    return Host.create(entry_points=False, extra_plugins=[(f"p{i}", p) for i, p in enumerate(plugins)], env={},
+                       builtins=False)
 
 
 def test_every_hook_has_a_test():

@@ -64,8 +64,8 @@ def tau_register_renderers(register: Register) -> None:
 
     ``register(kind, renderer)`` where ``kind`` is one of ``Job``, ``RayJob``, ``RayService``
     or ``Deployment`` (:data:`tau_core.plugins.RENDER_KINDS`).  A renderer is a callable
-    ``renderer(resolved_config) -> list[dict]`` returning the Kubernetes objects to submit,
-    the workload first.  Renderers never talk to a cluster.
+    ``renderer(request: tau_core.rendering.RenderRequest) -> list[dict]`` returning the
+    Kubernetes objects to submit, the workload first.  Renderers never talk to a cluster.
     """
 
 

@@ -174,16 +174,18 @@ class Host:
         entry_points: bool = True,
         extra_plugins: Iterable[tuple[str, object]] = (),
         env: Mapping[str, str] | None = None,
+        builtins: bool = True,
     ) -> Host:
         """Build a host.
 
         ``entry_points`` discovers installed plugins; ``extra_plugins`` are ``(name, plugin)``
-        pairs registered afterwards (tests use this for inline plugins).
+        pairs registered afterwards (tests use this for inline plugins); ``builtins=False``
+        leaves out tau-core's own implementations (for testing a hook in isolation).
         """
         pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         pm.add_hookspecs(hookspecs)
         host = cls(pm, os.environ if env is None else env)
-        for module_name in DEFAULT_PLUGINS:
+        for module_name in DEFAULT_PLUGINS if builtins else ():
             host.add_plugin(module_name, importlib.import_module(module_name), dist=CORE_DIST)
         if entry_points:
             host._load_entry_points()
