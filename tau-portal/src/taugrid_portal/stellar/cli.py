@@ -50,7 +50,7 @@ def _write_out(text: str, out: str | None) -> None:
 Examples:
   taugrid-portal experiment stellar ray-plus-stellar --out stellar.html
   taugrid-portal experiment stellar run-042 -o tui
-  taugrid-portal experiment stellar sweep -o json --max-points 500 | jq .charts[0].series[0].rendered_points
+  taugrid-portal experiment stellar sweep -o json --max-points 500 | jq '.charts[0].rendered_points'
 """,
 )
 @click.argument("target")
