@@ -926,3 +926,31 @@ def test_crd_cel_rules_are_enforced(cluster):
             assert "field is immutable" in body["message"]
 
     run(go())
+
+
+def test_builtin_objects_are_decoded_like_go_types(cluster):
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {
+        "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+            "containers": [{"name": "web", "image": "nginx", "resource": {"limits": {"cpu": "1"}}}]}}}}
+
+    async def post(api, body, validation=None):
+        query = [("fieldValidation", validation)] if validation else []
+        response = await api.call_api(
+            "/apis/apps/v1/namespaces/default/deployments", "POST", query_params=query,
+            header_params={"Content-Type": "application/json", "Accept": "application/json"}, body=body,
+            auth_settings=["BearerToken"], _preload_content=False)
+        return response.status, response.headers.get("Warning", ""), json.loads(await response.read())
+
+    async def go():
+        async with api_client(cluster) as api:
+            status, _, body = await post(api, deployment, "Strict")
+            assert status == 400 and 'unknown field "spec.template.spec.containers[0].resource"' in body["message"]
+            status, warning, body = await post(api, deployment)
+            assert status == 201
+            assert warning == '299 - "unknown field \\"spec.template.spec.containers[0].resource\\""'
+            assert "resource" not in body["spec"]["template"]["spec"]["containers"][0]
+            wrong = {**deployment, "metadata": {"name": "web2"}, "spec": {**deployment["spec"], "replicas": "3"}}
+            status, _, body = await post(api, wrong)
+            assert status == 400 and "spec.replicas" in body["message"]
+
+    run(go())

@@ -268,3 +268,11 @@ def test_impersonation_needs_the_impersonate_verb(kubectl):
     denied = kubectl("get", "pods", "--as", "admin", user="alice", check=False)
     assert denied.returncode == 1
     assert 'User "alice" cannot impersonate resource "users"' in denied.stderr
+
+
+def test_apply_rejects_unknown_fields_of_builtin_kinds(kubectl, tmp_path):
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typo}\ndata: {a: b}\ndatas: {c: d}\n")
+    result = kubectl("apply", "-f", str(manifest), check=False)
+    assert result.returncode == 1
+    assert 'unknown field "datas"' in result.stderr

@@ -344,6 +344,22 @@ def _validate_builtin(rtype: ResourceType, obj: dict[str, Any], old: dict[str, A
     return causes
 
 
+def _decode_check(store: Store, rtype: ResourceType, obj: dict[str, Any], field_validation: str,
+                  warnings: list[str] | None) -> None:
+    """What decoding into the Go type does: wrong types are 400, unknown fields are dropped (400 when Strict)."""
+    from tau_testing.sim.builtin_schema import check
+
+    unknown, type_errors = check(obj, getattr(store, "kubernetes_version", "1.30"))
+    prefix = f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+    if type_errors:
+        raise errors.ApiError(400, "BadRequest", prefix + "; ".join(type_errors))
+    if unknown and field_validation.lower() == "strict":
+        raise errors.ApiError(400, "BadRequest", prefix + "strict decoding error: " +
+                              ", ".join(f'unknown field "{u}"' for u in unknown))
+    if unknown and field_validation.lower() == "warn" and warnings is not None:
+        warnings.extend(f'unknown field "{u}"' for u in unknown)
+
+
 def admit(store: Store, operation: str, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, *,
           field_validation: str | None = None, warnings: list[str] | None = None) -> None:
     """Default and validate ``obj`` in place; raise a 422 ``ApiError`` with field causes when invalid."""
@@ -361,9 +377,11 @@ def admit(store: Store, operation: str, rtype: ResourceType, obj: dict[str, Any]
                 raise errors.ApiError(400, "BadRequest", f'{rtype.kind} in version "{rtype.version}" cannot be '
                                       "handled as a " + rtype.kind + ": strict decoding error: " +
                                       ", ".join(f'unknown field "{u}"' for u in unknown))
-            if warnings is not None:
+            if warnings is not None and (field_validation or "").lower() == "warn":
                 warnings.extend(f'unknown field "{u}"' for u in unknown)
     elif not rtype.custom:
+        if field_validation is not None:
+            _decode_check(store, rtype, obj, field_validation, warnings)
         _default_builtin(rtype, obj, old, store)
         causes += _validate_builtin(rtype, obj, old)
     if causes:

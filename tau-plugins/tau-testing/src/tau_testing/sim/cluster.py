@@ -99,6 +99,7 @@ class SimCluster:
         self.interval = interval
         self.bookmark_interval = bookmark_interval
         self.store = Store(self.clock)
+        self.store.kubernetes_version = kubernetes_version
         self.logs = LogBook(self.clock)
         self.controllers: OrderedDict[str, Any] = OrderedDict()
         self.faults = FaultInjector()

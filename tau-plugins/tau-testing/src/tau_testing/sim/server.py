@@ -119,7 +119,8 @@ class Response:
 
 
 def _warning_headers(warnings: list[str]) -> list[tuple[str, str]]:
-    return [("warning", f'299 - "{w}"') for w in warnings]
+    escaped = (w.replace("\\", "\\\\").replace('"', '\\"') for w in warnings)
+    return [("warning", f'299 - "{w}"') for w in escaped]
 
 
 class ApiApp:
@@ -487,7 +488,11 @@ class ApiApp:
         if "create" not in rtype.verbs and method == "POST":
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         warnings: list[str] = []
-        field_validation = request.param("fieldValidation")
+        # the API server's default for clients that do not say is Warn; internal writes pass None (no decode check)
+        field_validation = request.param("fieldValidation") or "Warn"
+        if field_validation.lower() not in ("strict", "warn", "ignore"):
+            raise errors.bad_request(f'fieldValidation "{field_validation}" is not supported: supported values: '
+                                     f'"Ignore", "Warn", "Strict"')
         if method == "POST":
             if target.name is not None:
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "

@@ -57,6 +57,7 @@ class Store:
     def __init__(self, clock: Any = None, *, history_limit: int = 20000,
                  namespaces: tuple[str, ...] = DEFAULT_NAMESPACES) -> None:
         self.clock = clock or RealClock()
+        self.kubernetes_version = "1.30"  # selects the built-in schemas used to decode API requests
         self.types = TypeRegistry(builtin_types())
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
