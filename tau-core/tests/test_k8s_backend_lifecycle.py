@@ -11,7 +11,6 @@ from tau_core import keys
 from tau_core.backends.kubernetes import KubernetesBackend, safe_relative
 from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
 from tau_core.lifecycle.base import ArtifactListing, FailureReason, LogOptions, RunRef, SubmitRequest
-from tau_testing.sim.scenarios.fixtures import taugrid_cluster, taugrid_factory  # noqa: F401
 from tau_testing.sim.scenarios.taugrid import NAMESPACE, TauGridScenario
 from tau_testing.sim.scripts import PodScript, scripts_of
 
@@ -41,7 +40,7 @@ def request(obj: dict[str, Any], submission_id: str = "a" * 24, **context: Any) 
 
 
 @pytest.fixture
-def grid(taugrid_cluster: TauGridScenario) -> tuple[TauGridScenario, KubernetesBackend]:  # noqa: F811
+def grid(taugrid_cluster: TauGridScenario) -> tuple[TauGridScenario, KubernetesBackend]:
     backend = KubernetesBackend(kubeconfig=str(taugrid_cluster.kubeconfig), poll_interval=0.01)  # type: ignore[attr-defined]
     return taugrid_cluster, backend
 
@@ -287,7 +286,7 @@ def test_safe_relative_normalizes() -> None:
         safe_relative("a/b/../../../c")
 
 
-def test_forbidden_user_gets_a_clear_error(taugrid_factory) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_forbidden_user_gets_a_clear_error(taugrid_factory) -> None:  # type: ignore[no-untyped-def]
     scenario = taugrid_factory(user="outsider")
     backend = KubernetesBackend(kubeconfig=str(scenario.kubeconfig))
     with pytest.raises(TauError) as err:

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from tau_core import keys
-from tau_testing.sim.scenarios.fixtures import taugrid_cluster, taugrid_factory  # noqa: F401
 from tau_testing.sim.scenarios.taugrid import NAMESPACE, TauGridScenario
 from tau_testing.sim.scripts import PodScript, scripts_of
 
@@ -59,7 +58,7 @@ def is_retry(pod: dict[str, Any]) -> bool:
 
 # -- success --------------------------------------------------------------------------------------
 
-def test_job_succeeds_and_every_verb_follows_it(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_job_succeeds_and_every_verb_follows_it(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     scripts_of(cluster).add({"job-name": "train"}, PodScript(pull_seconds=2, run_seconds=10,
                                                             logs=["step 1 loss=0.9", "step 2 loss=0.4"]))
@@ -95,7 +94,7 @@ def test_job_succeeds_and_every_verb_follows_it(taugrid_cluster: TauGridScenario
     assert "kubectl top pod train-" in r.stdout and "-n aurora --context tau-sim-researcher" in r.stdout
 
 
-def test_rayjob_succeeds_and_logs_are_the_driver_output(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_rayjob_succeeds_and_logs_are_the_driver_output(taugrid_cluster: TauGridScenario, tau_cli,
                                                        repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     scripts_of(cluster).add({}, PodScript(run_seconds=15, logs=["driver: trial 1 done", "driver: best=0.1"]),
@@ -120,7 +119,7 @@ def test_rayjob_succeeds_and_logs_are_the_driver_output(taugrid_cluster: TauGrid
     assert r.exit_code == 2 and "supported only for batch/v1 Job logs" in r.stderr
 
 
-def test_cancel_a_rayjob_tears_down_its_cluster(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_cancel_a_rayjob_tears_down_its_cluster(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     scripts_of(cluster).add({}, PodScript(run_seconds=600), kind="RayJob")
     write_target(repo, "ray-c", engine="rayjob")
@@ -141,7 +140,7 @@ def test_cancel_a_rayjob_tears_down_its_cluster(taugrid_cluster: TauGridScenario
 
 # -- pending, failures --------------------------------------------------------------------------------
 
-def test_pending_on_quota_says_why(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_pending_on_quota_says_why(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:
     write_target(repo, "huge").write_text(write_target(repo, "huge").read_text().replace('"1"', '"500"'))
     assert tau_cli("run", "huge", *NS).exit_code == 0
     taugrid_cluster.cluster.advance(5)
@@ -151,7 +150,7 @@ def test_pending_on_quota_says_why(taugrid_cluster: TauGridScenario, tau_cli, re
     assert "tip: the queue lacks free quota right now" in r.stdout
 
 
-def test_image_pull_failure_fails_watch(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_image_pull_failure_fails_watch(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=20)
     scripts_of(scenario.cluster).add({"job-name": "pull"}, PodScript(pull_error="ErrImagePull"))
     write_target(repo, "pull")
@@ -163,7 +162,7 @@ def test_image_pull_failure_fails_watch(taugrid_factory, tau_cli, repo: Path) ->
     assert "startup phase failed for aurora/pull" in r.stderr
 
 
-def test_watch_follows_a_run_to_ready_and_exits_zero(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_watch_follows_a_run_to_ready_and_exits_zero(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=10)
     scripts_of(scenario.cluster).add({"job-name": "w"}, PodScript(pull_seconds=25, run_seconds=600))
     write_target(repo, "w")
@@ -176,7 +175,7 @@ def test_watch_follows_a_run_to_ready_and_exits_zero(taugrid_factory, tau_cli, r
     assert "[x] Ready" in frames[-1]
 
 
-def test_status_flag_conflicts_are_usage_errors(taugrid_cluster, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_status_flag_conflicts_are_usage_errors(taugrid_cluster, tau_cli, repo: Path) -> None:
     for args in (["--watch", "--diagnostic-hints"], ["--watch", "-o", "json"], ["--diagnostic-hints", "-o", "json"],
                  ["-o", "yaml"], ["--interval", "0s", "--watch"]):
         r = tau_cli("run", "status", "x", *NS, *args)
@@ -188,7 +187,7 @@ def test_status_flag_conflicts_are_usage_errors(taugrid_cluster, tau_cli, repo: 
 RETRY = "resilience:\n  max_retries: 2\n  retry_on: [{on}]\n  backoff_initial: 0s\n"
 
 
-def test_oomkilled_is_retried_when_retry_on_allows_it(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_oomkilled_is_retried_when_retry_on_allows_it(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=40)
     book = scripts_of(scenario.cluster)
     book.add(lambda p: (p["metadata"].get("labels") or {}).get("job-name") == "oom" and not is_retry(p),
@@ -213,7 +212,7 @@ def test_oomkilled_is_retried_when_retry_on_allows_it(taugrid_factory, tau_cli, 
     assert "attempt 1/2" in r.stdout
 
 
-def test_oomkilled_is_not_retried_by_default(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_oomkilled_is_not_retried_by_default(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=40)
     scripts_of(scenario.cluster).add({"job-name": "oom2"}, PodScript(run_seconds=5, oom=True))
     write_target(repo, "oom2", extra="resilience:\n  max_retries: 2\n  backoff_initial: 0s\n")
@@ -223,7 +222,7 @@ def test_oomkilled_is_not_retried_by_default(taugrid_factory, tau_cli, repo: Pat
     assert scenario.cluster.store.get("batch/v1", "Job", NAMESPACE, "oom2") is not None
 
 
-def test_preemption_is_retried_until_the_budget_is_exhausted(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_preemption_is_retried_until_the_budget_is_exhausted(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=40)
     scripts_of(scenario.cluster).add({"job-name": "pre"}, PodScript(run_seconds=60, preempt_after=3))
     write_target(repo, "pre", extra=RETRY.format(on="Preempted"))
@@ -237,7 +236,7 @@ def test_preemption_is_retried_until_the_budget_is_exhausted(taugrid_factory, ta
     assert job["metadata"]["annotations"][keys.RETRY_ATTEMPT] == "2"
 
 
-def test_preemption_retry_then_success(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_preemption_retry_then_success(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=40)
     book = scripts_of(scenario.cluster)
     book.add(lambda p: (p["metadata"].get("labels") or {}).get("job-name") == "pre2" and not is_retry(p),
@@ -251,7 +250,7 @@ def test_preemption_retry_then_success(taugrid_factory, tau_cli, repo: Path) -> 
         "Preempted"
 
 
-def test_resume_after_a_failure(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_resume_after_a_failure(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     book = scripts_of(cluster)
     book.add(lambda p: (p["metadata"].get("labels") or {}).get("job-name") == "res" and not any(
@@ -279,7 +278,7 @@ def test_resume_after_a_failure(taugrid_cluster: TauGridScenario, tau_cli, repo:
     assert r.exit_code == 1 and "completed successfully — nothing to resume" in r.stderr
 
 
-def test_resume_refuses_oom_without_force_and_unknown(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_resume_refuses_oom_without_force_and_unknown(taugrid_cluster: TauGridScenario, tau_cli,
                                                       repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     scripts_of(cluster).add({"job-name": "o"}, PodScript(run_seconds=3, oom=True))
@@ -300,7 +299,7 @@ def test_resume_refuses_oom_without_force_and_unknown(taugrid_cluster: TauGridSc
 
 # -- cancel, logs -f ------------------------------------------------------------------------------------
 
-def test_cancel_during_a_run(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_cancel_during_a_run(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     scripts_of(cluster).add({"job-name": "c"}, PodScript(run_seconds=None))
     write_target(repo, "c")
@@ -316,7 +315,7 @@ def test_cancel_during_a_run(taugrid_cluster: TauGridScenario, tau_cli, repo: Pa
     assert r.exit_code == 1 and "no Job or RayJob named \"c\"" in r.stderr
 
 
-def test_cancel_timeout_prints_a_manual_cleanup_command(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_cancel_timeout_prints_a_manual_cleanup_command(taugrid_cluster: TauGridScenario, tau_cli,
                                                          repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     scripts_of(cluster).add({"job-name": "stuck"}, PodScript(run_seconds=None))
@@ -332,7 +331,7 @@ def test_cancel_timeout_prints_a_manual_cleanup_command(taugrid_cluster: TauGrid
     assert "kubectl delete pods -n aurora -l controller-uid=" in r.stderr
 
 
-def test_logs_follow_until_completion(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_logs_follow_until_completion(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=20)
     lines = [f"step {i}" for i in range(1, 9)]
     scripts_of(scenario.cluster).add({"job-name": "f"}, PodScript(pull_seconds=2, run_seconds=8, logs=lines,
@@ -349,7 +348,7 @@ def test_logs_follow_until_completion(taugrid_factory, tau_cli, repo: Path) -> N
 STORAGE = "storage:\n  data_pvc: blob-training\n  output: /data/projects/aurora/runs/art\n"  # under the workspace output root
 
 
-def test_run_get_artifact_and_hostile_paths(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_run_get_artifact_and_hostile_paths(taugrid_cluster: TauGridScenario, tau_cli, repo: Path) -> None:
     taugrid_cluster.write("projects/aurora/runs/art/metrics.json", '{"loss": 0.25}\n')
     write_target(repo, "art", extra=STORAGE)
     assert tau_cli("run", "art", *NS).exit_code == 0
@@ -370,7 +369,7 @@ def test_run_get_artifact_and_hostile_paths(taugrid_cluster: TauGridScenario, ta
 
 # -- robustness ---------------------------------------------------------------------------------------------
 
-def test_status_is_right_with_20_percent_503s_on_reads(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_status_is_right_with_20_percent_503s_on_reads(taugrid_cluster: TauGridScenario, tau_cli,
                                                        repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     scripts_of(cluster).add({"job-name": "flaky"}, PodScript(run_seconds=5))
@@ -389,7 +388,7 @@ def test_status_is_right_with_20_percent_503s_on_reads(taugrid_cluster: TauGridS
     assert fault.fired > 0
 
 
-def test_dropped_connection_after_create_does_not_submit_twice(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_dropped_connection_after_create_does_not_submit_twice(taugrid_cluster: TauGridScenario, tau_cli,
                                                                repo: Path) -> None:
     cluster = taugrid_cluster.cluster
     write_target(repo, "drop")
@@ -409,7 +408,7 @@ def test_dropped_connection_after_create_does_not_submit_twice(taugrid_cluster: 
     assert len(jobs) == 1
 
 
-def test_researcher_without_permission_gets_a_clear_forbidden_error(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_researcher_without_permission_gets_a_clear_forbidden_error(taugrid_factory, tau_cli, repo: Path) -> None:
     taugrid_factory(user="outsider")
     write_target(repo, "nope")
     r = tau_cli("run", "nope", *NS)
@@ -435,7 +434,7 @@ def test_unreachable_cluster_and_bad_name(tau_cli, tau_env, repo: Path, tmp_path
     assert r.exit_code == 1 and "not a valid run name" in r.stderr
 
 
-def test_interrupting_the_waiting_cli_loses_nothing(taugrid_factory, tau_env, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_interrupting_the_waiting_cli_loses_nothing(taugrid_factory, tau_env, tau_cli, repo: Path) -> None:
     """Ctrl-C while `tau run` waits for a retried run: it exits 130, the run and its attempt count stay."""
     import os
     import signal
@@ -477,7 +476,7 @@ def test_interrupting_the_waiting_cli_loses_nothing(taugrid_factory, tau_env, ta
     assert r.exit_code == 0 and "attempt 1/2" in r.stdout, r
 
 
-def test_tau_logs_root_finds_the_run_through_the_current_kubeconfig(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_tau_logs_root_finds_the_run_through_the_current_kubeconfig(taugrid_cluster: TauGridScenario, tau_cli,
                                                                     repo: Path) -> None:
     scripts_of(taugrid_cluster.cluster).add({"job-name": "lg"}, PodScript(run_seconds=2, logs=["hello from lg"]))
     write_target(repo, "lg")
@@ -495,7 +494,7 @@ DESCRIPTOR = ("schema: tau.workspace.connection.v1\nworkspace: aurora\ncluster:\
               "  requiredRole: tau-researcher-v1\nrequirements:\n  minTauVersion: 0.1.0\n")
 
 
-def test_lifecycle_verbs_use_the_repository_connection(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_lifecycle_verbs_use_the_repository_connection(taugrid_cluster: TauGridScenario, tau_cli,
                                                        repo: Path) -> None:
     scripts_of(taugrid_cluster.cluster).add({"job-name": "conn"}, PodScript(run_seconds=2, logs=["via connection"]))
     write_target(repo, "conn")
@@ -513,7 +512,7 @@ def test_lifecycle_verbs_use_the_repository_connection(taugrid_cluster: TauGridS
     assert [d["name"] for d in json.loads(r.stdout)] == ["conn"]
 
 
-def test_watch_survives_dropped_watches_and_503s(taugrid_factory, tau_cli, repo: Path) -> None:  # noqa: F811
+def test_watch_survives_dropped_watches_and_503s(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=10)
     scripts_of(scenario.cluster).add({"job-name": "dw"}, PodScript(pull_seconds=20, run_seconds=600))
     write_target(repo, "dw")

@@ -11,7 +11,6 @@ import pytest
 from tau_core import keys
 from tau_core.backends.kubernetes import KubernetesBackend
 from tau_core.lifecycle.base import SubmitRequest
-from tau_testing.sim.scenarios.fixtures import taugrid_factory  # noqa: F401
 from tau_testing.sim.scenarios.taugrid import NAMESPACE, TauGridScenario
 from tau_testing.sim.scripts import PodScript, scripts_of
 
@@ -51,7 +50,7 @@ def connect_state(config_dir: Path, label: str, scenario: TauGridScenario, works
 
 
 @pytest.fixture
-def two(taugrid_factory, tau_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]  # noqa: F811
+def two(taugrid_factory, tau_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.chdir(tmp_path)
     a, b = taugrid_factory(), taugrid_factory()
     config_dir = Path(str(tau_env["TAU_CONFIG_DIR"]))

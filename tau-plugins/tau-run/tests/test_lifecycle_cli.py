@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from tau_core import keys
-from tau_testing.sim.scenarios.fixtures import taugrid_cluster, taugrid_factory  # noqa: F401
 from tau_testing.sim.scenarios.taugrid import NAMESPACE, TauGridScenario
 
 
@@ -40,7 +39,7 @@ def test_help_teaches_with_examples(tau_cli) -> None:
         assert "--system-namespace" in r.stdout and "--context" in r.stdout
 
 
-def test_list_filters_and_shows_external_jobs_on_request(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_list_filters_and_shows_external_jobs_on_request(taugrid_cluster: TauGridScenario, tau_cli,
                                                           in_repo: Path) -> None:
     store = taugrid_cluster.cluster.store
     store.create(job("mine"))
@@ -58,13 +57,13 @@ def test_list_filters_and_shows_external_jobs_on_request(taugrid_cluster: TauGri
     assert "external" in r.stdout and "SOURCE" in r.stdout
 
 
-def test_empty_list_says_so(taugrid_cluster, tau_cli, in_repo: Path) -> None:  # noqa: F811
+def test_empty_list_says_so(taugrid_cluster, tau_cli, in_repo: Path) -> None:
     r = tau_cli("run", "list", "-n", NAMESPACE)
     assert r.exit_code == 0
     assert 'No jobs found in namespace "aurora"' in r.stdout
 
 
-def test_outside_a_git_repository_needs_context_or_namespace(taugrid_cluster, tau_cli, tmp_path: Path,  # noqa: F811
+def test_outside_a_git_repository_needs_context_or_namespace(taugrid_cluster, tau_cli, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     r = tau_cli("run", "status", "x")
@@ -72,7 +71,7 @@ def test_outside_a_git_repository_needs_context_or_namespace(taugrid_cluster, ta
     assert "lifecycle commands outside a Git repository require explicit --context or --namespace" in r.stderr
 
 
-def test_workspace_flag_routes_and_conflicting_namespace_is_refused(taugrid_cluster, tau_cli,  # noqa: F811
+def test_workspace_flag_routes_and_conflicting_namespace_is_refused(taugrid_cluster, tau_cli,
                                                                     in_repo: Path) -> None:
     taugrid_cluster.cluster.store.create(job("w1"))
     r = tau_cli("run", "status", "w1", "--workspace", "aurora", "-o", "json")
@@ -85,7 +84,7 @@ def test_workspace_flag_routes_and_conflicting_namespace_is_refused(taugrid_clus
     assert r.exit_code == 1 and 'TauWorkspace "nope" not found' in r.stderr
 
 
-def test_a_workspace_that_is_not_ready_is_refused(taugrid_cluster: TauGridScenario, tau_cli,  # noqa: F811
+def test_a_workspace_that_is_not_ready_is_refused(taugrid_cluster: TauGridScenario, tau_cli,
                                                   in_repo: Path) -> None:
     store = taugrid_cluster.cluster.store
     ws = store.get("tau.azure.com/v1alpha1", "TauWorkspace", "tau-system", "aurora")
@@ -97,7 +96,7 @@ def test_a_workspace_that_is_not_ready_is_refused(taugrid_cluster: TauGridScenar
     assert "tau workspace status aurora" in r.stderr
 
 
-def test_tau_context_conflicting_with_the_descriptor_is_an_error(taugrid_cluster, tau_cli,  # noqa: F811
+def test_tau_context_conflicting_with_the_descriptor_is_an_error(taugrid_cluster, tau_cli,
                                                                 in_repo: Path) -> None:
     (in_repo / "tau").mkdir()
     (in_repo / "tau" / "workspace.connection.yaml").write_text(
@@ -111,7 +110,7 @@ def test_tau_context_conflicting_with_the_descriptor_is_an_error(taugrid_cluster
     assert r.exit_code == 1 and 'no Job or RayJob named "x"' in r.stdout + r.stderr
 
 
-def test_cancel_wait_false_and_logs_tail_zero(taugrid_cluster: TauGridScenario, tau_cli, in_repo: Path) -> None:  # noqa: F811
+def test_cancel_wait_false_and_logs_tail_zero(taugrid_cluster: TauGridScenario, tau_cli, in_repo: Path) -> None:
     taugrid_cluster.cluster.store.create(job("c1"))
     r = tau_cli("run", "logs", "c1", "-n", NAMESPACE, "--tail", "0")
     assert r.exit_code == 0 and r.stdout == ""
