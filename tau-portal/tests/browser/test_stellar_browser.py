@@ -182,8 +182,10 @@ def test_run_filter_and_toggle_hide_runs(probe: Any, tmp_path: Path, snapshot: d
 
 
 def test_script_named_run_renders_as_text(probe: Any, tmp_path: Path, snapshot: dict) -> None:
-    evil = hostile(snapshot, "run-2")
+    evil = hostile(hostile(snapshot, "run-2"), "loss", "<img src=x onerror=alert(3)>")
     page = probe.open(_page_file(tmp_path, evil, "hostile.html"))
+    assert "<img src=x onerror=alert(3)>" in page.locator("figure.chart .metric-name").all_inner_texts()
+    assert page.locator("img").count() == 0
     assert probe.dialogs == []
     assert page.evaluate("document.querySelectorAll('script').length") == 3
     names = page.locator("#run-table .run-name").all_inner_texts()
