@@ -526,3 +526,15 @@ def test_watch_survives_dropped_watches_and_503s(taugrid_factory, tau_cli, repo:
         flaky.remove()
     assert r.exit_code == 0, r
     assert "[x] Ready" in r.stdout.strip().split("\n\n")[-1]
+
+
+def test_tau_logs_follows_the_ray_driver_until_it_finishes(taugrid_factory, tau_cli, repo: Path) -> None:
+    scenario = taugrid_factory(clock="real", time_scale=10)
+    lines = [f"driver step {i}" for i in range(1, 6)]
+    scripts_of(scenario.cluster).add({}, PodScript(pull_seconds=2, run_seconds=10, logs=lines, log_every=2),
+                                     kind="RayJob")
+    write_target(repo, "rf", engine="rayjob")
+    assert tau_cli("run", "rf", *NS).exit_code == 0
+    r = tau_cli("logs", "rf", *NS, "-f")
+    assert r.exit_code == 0, r
+    assert r.stdout.splitlines() == lines
