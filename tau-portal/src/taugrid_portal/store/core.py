@@ -266,7 +266,12 @@ class ExperimentStore:
         if not (root / INDEX).exists() and manifest.get("schema_version") == schema.SCHEMA_VERSION:
             raise ConfigError(f"experiment store {root} has a manifest but no {INDEX}",
                               hint="the store is damaged; restore it from a copy")
-        store = cls(root, manifest, cls._connect(root))
+        try:
+            conn = cls._connect(root)
+        except sqlite3.Error as exc:
+            raise TauError(f"cannot open the index of experiment store {root}: {exc}",
+                           hint="check that the directory is readable and writable (SQLite WAL needs both)") from None
+        store = cls(root, manifest, conn)
         if manifest.get("schema_version") != schema.SCHEMA_VERSION:
             store._migrate()
         return store
@@ -361,7 +366,9 @@ class ExperimentStore:
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self._mutex:
             cur = self._conn.execute(sql, list(params))
-            return [_row_dict(cur, r) for r in cur.fetchall()]
+            rows = cur.fetchall()
+            cols = [d[0] for d in cur.description] if cur.description else []
+            return [dict(zip(cols, r, strict=True)) for r in rows]
 
     def _in(self, sql_prefix: str, ids: Sequence[str], suffix: str = "", params: Sequence[Any] = ()) -> list[dict]:
         out: list[dict[str, Any]] = []
@@ -693,6 +700,9 @@ class ExperimentStore:
                 if isinstance(exc, sqlite3.Error):
                     raise TauError(f"experiment store {self.root}: index write failed ({exc}); nothing was changed",
                                    hint="retry the command; if it keeps failing, check disk space") from None
+                if isinstance(exc, OSError):
+                    raise TauError(f"experiment store {self.root}: write failed ({exc.strerror or exc}); "
+                                   "nothing was changed", hint="check disk space and permissions") from None
                 raise
 
     def check_idempotency(

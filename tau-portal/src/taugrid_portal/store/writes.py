@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tau_core.errors import ConflictError, NotFoundError, UsageError
+from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
 
 from . import schema
 from ._util import (
@@ -340,10 +340,12 @@ def import_jsonl(
         if progress is not None:
             progress(str(_path), done, total)
 
-    writer = MetricFileWriter(
-        None if dry_run else _staging(store, ".parquet"), project=project, run_group_id=group, run_id=run,
-        source=source,
-    )
+    try:
+        staged_parquet = None if dry_run else _staging(store, ".parquet")
+    except OSError as exc:
+        raise TauError(f"cannot write to experiment store {store.root}: {exc.strerror or exc}",
+                       hint="check that the store directory is writable") from None
+    writer = MetricFileWriter(staged_parquet, project=project, run_group_id=group, run_id=run, source=source)
     stats: list[FileStats] = []
     copies: list[tuple[FileStats, Path | None]] = []
     producer = _Producer(store, files, step_field=step_field, time_field=time_field, metric_prefix=metric_prefix,
@@ -440,6 +442,9 @@ def import_jsonl(
                     txn.place(copy_path, store.root / rel)
                 result["artifacts"].append(art_id)
         return result
+    except OSError as exc:  # disk full, permissions: staged files are removed below, the index is untouched
+        raise TauError(f"importing JSONL history into {store.root} failed: {exc.strerror or exc}; "
+                       "nothing was changed", hint="check disk space and permissions, then rerun") from None
     finally:
         producer.stop()
         writer.abort()
