@@ -276,3 +276,17 @@ def test_apply_rejects_unknown_fields_of_builtin_kinds(kubectl, tmp_path):
     result = kubectl("apply", "-f", str(manifest), check=False)
     assert result.returncode == 1
     assert 'unknown field "datas"' in result.stderr
+
+
+def test_get_watch_prints_table_rows(kubectl, cluster):
+    cluster.store.create(pod("first"))
+    proc = kubectl.popen("get", "pods", "--watch")
+    try:
+        lines = _lines(proc)
+        assert lines.get(timeout=20).split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        assert lines.get(timeout=20).split()[:3] == ["first", "0/1", "Pending"]
+        cluster.store.create(pod("second"))
+        assert lines.get(timeout=20).split()[:3] == ["second", "0/1", "Pending"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
