@@ -33,14 +33,26 @@ def _write_out(text: str, out: str | None) -> None:
     if out is None:
         click.echo(text)
         return
-    from taugrid_portal.store._util import atomic_write_bytes
+    import os
+    import tempfile
 
     target = Path(out)
     if target.is_dir():
         raise UsageError(f"--out {out} is a directory", hint="pass a file name such as stellar.html")
     if not target.parent.exists():
         raise UsageError(f"--out {out}: directory {target.parent} does not exist")
-    atomic_write_bytes(target, text.encode("utf-8"))
+    # Write beside the target and rename, so a reader never sees a half-written page.
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     click.echo(f"wrote {target} ({target.stat().st_size} bytes)", err=True)
 
 
