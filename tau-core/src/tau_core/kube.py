@@ -57,8 +57,19 @@ _GROUP_HINTS: dict[str, tuple[str, str]] = {
 
 
 def run(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run an async capability from synchronous code (the CLI edge)."""
-    return asyncio.run(_call(fn, *args))
+    """Run an async capability from synchronous code (the CLI edge).
+
+    Called from a thread that already runs an event loop (a notebook, an async host), the
+    capability runs on a private loop in a worker thread instead of failing.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_call(fn, *args))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tau-kube") as pool:
+        return pool.submit(asyncio.run, _call(fn, *args)).result()
 
 
 async def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
