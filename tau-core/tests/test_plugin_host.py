@@ -230,3 +230,20 @@ def test_plugin_failing_inside_register_hook_is_isolated(capsys):
     host = Host.create(entry_points=False, extra_plugins=[("broken", Broken()), ("good", _Roots())], env={})
     assert list(host.roots()) == ["inline"]
     assert "plugin 'broken' from broken failed in tau_register_roots: ValueError: bad plugin" in capsys.readouterr().err
+
+
+def test_exit_codes_from_ctx_exit_are_kept(tau_cli, tau_plugins):
+    @click.command(name="code")
+    @click.argument("n", type=int)
+    @click.pass_context
+    def code(ctx, n):
+        ctx.exit(n)
+
+    class P:
+        @hookimpl
+        def tau_register_roots(self, register):
+            register("code", code, help="Exit with N.")
+
+    tau_plugins.register(P(), name="exit-code")
+    assert tau_cli("code", "3").exit_code == 3
+    assert tau_cli("code", "0").exit_code == 0

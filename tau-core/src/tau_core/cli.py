@@ -100,7 +100,11 @@ cli = build_cli()
 def run(command: click.Command, args: Sequence[str] | None = None, prog_name: str = "tau") -> int:
     """Invoke ``command`` and turn every outcome into an exit code (the CLI edge)."""
     try:
-        command.main(args=list(args) if args is not None else None, prog_name=prog_name, standalone_mode=False)
+        # In non-standalone mode click *returns* the code of ctx.exit()/click.exceptions.Exit.
+        result = command.main(args=list(args) if args is not None else None, prog_name=prog_name,
+                              standalone_mode=False)
+        if isinstance(result, int) and not isinstance(result, bool):
+            return result
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.Abort:
