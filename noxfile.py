@@ -61,7 +61,7 @@ def spec(path: Path, editable: bool = False) -> list[str]:
     return ["-e", target] if editable else [target]
 
 
-TEST_TOOLS = ["pytest>=8", "pytest-xdist", "hypothesis", "kubernetes-validate", "jsonschema", "playwright", "httpx"]
+TEST_TOOLS = ["pytest>=8", "hypothesis", "kubernetes-validate", "jsonschema", "pyyaml", "playwright", "httpx"]
 
 
 def install_all(session: nox.Session, editable: bool = True) -> None:
