@@ -145,3 +145,31 @@ def test_sigkill_mid_import_leaves_a_store_that_opens_and_accepts_the_rerun(tmp_
     [loss] = store.summaries(["victim"], metric="loss")
     assert (loss["count"], loss["max_step"]) == (90_000, 89_999)
     assert len(store.metric_files(["victim"])) == 1
+
+
+def test_threads_sharing_a_store_object_and_separate_objects(tmp_path):
+    import threading
+
+    from taugrid_portal.store.writes import record_run
+
+    root = tmp_path / "store"
+    shared = ExperimentStore.init(root, project="demo")[0]
+    errors: list[BaseException] = []
+
+    def work(i: int, own: bool) -> None:
+        try:
+            store = ExperimentStore.open(root) if own else shared
+            for j in range(5):
+                record_run(store, f"t{i}-{j}", metrics={"loss": 1.0 / (j + 1)}, step=j)
+            store.ensure_summaries()
+        except BaseException as exc:  # collected and asserted on below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i, i % 2 == 0)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(shared.runs()) == 20
+    assert_sound(root)

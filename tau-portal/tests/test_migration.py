@@ -101,3 +101,42 @@ def test_wrong_kind_is_refused(tmp_path):
     (root / "manifest.json").write_text(json.dumps({"schema_version": "expstore.v5", "kind": "something.else"}))
     with pytest.raises(ConfigError, match="unsupported experiment store kind"):
         ExperimentStore.open(root)
+
+
+def test_metric_files_without_summaries_are_backfilled(tmp_path):
+    """Files indexed by an older writer that kept no summaries get them on migration."""
+    from datetime import UTC, datetime
+
+    import polars as pl
+
+    from taugrid_portal.store import schema as store_schema
+
+    root = tmp_path / "v4"
+    _manifest(root, "expstore.v4")
+    rel = "metrics/project=legacy/group=g/run=r1/old.parquet"
+    (root / rel).parent.mkdir(parents=True)
+    pl.DataFrame({
+        "project": ["legacy"] * 4, "run_group_id": ["g"] * 4, "run_id": ["r1"] * 4,
+        "metric_name": ["loss", "loss", "loss", "acc"], "step": [0, 1, 2, 2],
+        "wall_time": [datetime(2025, 1, 1, tzinfo=UTC)] * 4, "value": [1.0, 0.5, float("nan"), 0.7],
+        "unit": [None] * 4, "source": ["old"] * 4, "split": [None] * 4, "tags": ["{}"] * 4,
+    }).write_parquet(root / rel)
+    conn = sqlite3.connect(root / "index.sqlite")
+    for name in store_schema.TABLES:
+        conn.execute(store_schema.table_sql(name))
+    conn.execute("INSERT INTO runs(run_id, project, run_group_id, state, created_at, index_version) VALUES "
+                 "('r1', 'legacy', 'g', 'succeeded', '2025-01-01T00:00:00Z', 'expstore.v4')")
+    conn.execute("INSERT INTO metric_files(file_id, path, format, schema_version, project, run_group_id, run_id, "
+                 "row_count, created_at) VALUES ('old-1', ?, 'parquet', 'tau.metrics.scalar.v2', 'legacy', 'g', "
+                 "'r1', 4, '2025-01-01T00:00:00Z')", [rel])
+    conn.execute("INSERT INTO metric_files(file_id, path, format, schema_version, run_id, created_at) VALUES "
+                 "('gone', 'metrics/missing.parquet', 'parquet', 'tau.metrics.scalar.v2', 'r1', "
+                 "'2025-01-02T00:00:00Z')")
+    conn.commit()
+    conn.close()
+    store = ExperimentStore.open(root)
+    sums = {s["metric_name"]: s for s in store.summaries(["r1"])}
+    assert (sums["loss"]["count"], sums["loss"]["non_finite_count"], sums["loss"]["latest_step"]) == (3, 1, 1)
+    assert sums["loss"]["latest_value"] == 0.5 and sums["acc"]["latest_value"] == 0.7
+    assert any("skipped unreadable metric file metrics/missing.parquet" in w for w in store.warnings)
+    assert store.run("r1").success_reasons == ["loss has 1 non-finite values"]

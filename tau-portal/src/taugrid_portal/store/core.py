@@ -341,6 +341,69 @@ class ExperimentStore:
             atomic_write_json(self.root / MANIFEST, manifest)
             self.manifest = manifest
             self.warnings.append(f"migrated experiment store schema: {', '.join(steps) or 'tables refreshed'}")
+            self.ensure_summaries(wait=True)
+
+    def ensure_summaries(self, *, wait: bool = False) -> list[str]:
+        """Summarize metric files that have no summary yet (files from older writers or stores).
+
+        Takes the writer lock; when another writer holds it and ``wait`` is false, the backfill is
+        skipped with a warning instead of failing the read.  Returns the warnings.
+        """
+        pending = self.query(
+            "SELECT file_id FROM metric_files WHERE file_id NOT IN (SELECT file_id FROM metric_summary_files) LIMIT 1")
+        if not pending:
+            return []
+        if not wait and not self.lock.try_acquire():
+            warning = "metric summary backfill skipped because the experiment store writer lock is busy"
+            self.warnings.append(warning)
+            return [warning]
+        if wait:
+            self.lock.acquire()
+        try:
+            return self._backfill_summaries()
+        finally:
+            self.lock.release()
+
+    def _backfill_summaries(self) -> list[str]:
+        import polars as pl
+
+        from .summaries import fold_file_summaries, summarize_frame
+
+        warnings: list[str] = []
+        files = self.query(
+            "SELECT * FROM metric_files WHERE file_id NOT IN (SELECT file_id FROM metric_summary_files) "
+            "ORDER BY created_at, file_id")
+        with self._mutex:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for f in files:
+                    if f["format"] != "parquet":
+                        warnings.append(f"metric summary backfill skipped non-parquet metric file {f['path']}")
+                        continue
+                    try:
+                        df = pl.read_parquet(self._metric_path(f["path"]),
+                                             columns=["metric_name", "step", "wall_time", "value"])
+                    except (OSError, ConfigError) as exc:
+                        warnings.append(f"metric summary backfill skipped unreadable metric file {f['path']}: {exc}")
+                        continue
+                    except Exception as exc:  # a corrupt or foreign Parquet file
+                        warnings.append(f"metric summary backfill skipped unparsable metric file {f['path']}: {exc}")
+                        continue
+                    frame = df.select(
+                        pl.col("metric_name").cast(pl.String).str.strip_chars(), pl.col("step").cast(pl.Int64),
+                        pl.col("wall_time").cast(pl.Datetime("us")).dt.epoch("us").alias("wall_time_us"),
+                        pl.col("value").cast(pl.Float64),
+                    ).filter(pl.col("metric_name") != "")
+                    summaries = {k: v for k, v in summarize_frame(frame).items()}
+                    fold_file_summaries(self._conn, run_id=f["run_id"], project=f["project"],
+                                        run_group_id=f["run_group_id"], file_id=f["file_id"],
+                                        created_at=f["created_at"], summaries=summaries, summarized_at=now_text())
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        self.warnings.extend(warnings)
+        return warnings
 
     def close(self) -> None:
         with self._mutex:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -30,11 +31,14 @@ def default_timeout() -> float:
 
 
 class WriterLock:
+    """Re-entrant within one thread; other threads of the process wait like other processes do."""
+
     def __init__(self, root: Path, timeout: float | None = None) -> None:
         self.path = root / LOCK_NAME
         self.timeout = default_timeout() if timeout is None else timeout
         self._fd: int | None = None
         self._depth = 0
+        self._thread_lock = threading.RLock()
 
     @property
     def held(self) -> bool:
@@ -42,14 +46,21 @@ class WriterLock:
 
     def try_acquire(self) -> bool:
         """Take the lock without waiting; False when another writer holds it."""
-        if self._fd is not None:
+        if not self._thread_lock.acquire(blocking=False):
+            return False
+        if self._fd is not None:  # this thread already holds it
             self._depth += 1
             return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            self._thread_lock.release()
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
+            self._thread_lock.release()
             return False
         self._fd = fd
         self._depth = 1
@@ -70,13 +81,13 @@ class WriterLock:
         if self._fd is None:
             return
         self._depth -= 1
-        if self._depth > 0:
-            return
-        fd, self._fd = self._fd, None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        if self._depth == 0:
+            fd, self._fd = self._fd, None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._thread_lock.release()
 
     def __enter__(self) -> WriterLock:
         self.acquire()

@@ -108,6 +108,7 @@ def search_runs(
     limit = min(limit, MAX_LIMIT)
     filters = tuple(parse_metric_filter(f) for f in metric_filters)
     life = normalize_lifecycle(lifecycle) if lifecycle else None
+    store.ensure_summaries()
     where, params, target_ids = _run_where(
         store, q=q, target=target, project=project, group=group, state=state, tags=tags or {},
         metric_names=metric_names, metric_filters=filters, since=since,

@@ -191,3 +191,40 @@ def naive(points: list[tuple[str, int | None, int | None, float]]) -> dict[str, 
     for s in out.values():
         s.pop("_k")
     return out
+
+
+def fold_file_summaries(
+    conn: Any,
+    *,
+    run_id: str,
+    project: str | None,
+    run_group_id: str | None,
+    file_id: str,
+    created_at: str,
+    summaries: dict[str, dict[str, Any]],
+    summarized_at: str | None = None,
+) -> None:
+    """Merge one metric file's summaries into ``metric_summaries`` and mark the file summarized.
+
+    Runs inside the caller's transaction.
+    """
+    from .schema import TABLES
+
+    cols = [c for c, _ in TABLES["metric_summaries"]]
+    for name, s in summaries.items():
+        cur = conn.execute(
+            "SELECT s.*, f.created_at AS file_created_at FROM metric_summaries s LEFT JOIN metric_files f "
+            "ON f.file_id = s.latest_file_id WHERE s.run_id = ? AND s.metric_name = ?", [run_id, name])
+        found = cur.fetchone()
+        old = {d[0]: found[i] for i, d in enumerate(cur.description)} if found else None
+        new = {**s, "latest_file_id": file_id if s["finite_count"] else None}
+        old_key = latest_key(old, old.get("file_created_at") or "", old.get("latest_file_id") or "") if old else None
+        merged = merge(old, new, old_key=old_key, new_key=latest_key(new, created_at, file_id))
+        merged.update(run_id=run_id, metric_name=name, project=project, run_group_id=run_group_id,
+                      updated_at=max(created_at, (old or {}).get("updated_at") or ""))
+        conn.execute(
+            f"INSERT OR REPLACE INTO metric_summaries ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            [merged.get(c) for c in cols],
+        )
+    conn.execute("INSERT INTO metric_summary_files(file_id, run_id, summarized_at) VALUES (?, ?, ?)",
+                 [file_id, run_id, summarized_at or created_at])

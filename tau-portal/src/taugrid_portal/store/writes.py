@@ -32,7 +32,7 @@ from ._util import (
 from .core import ARTIFACTS, METRICS, ExperimentStore, Transaction
 from .jsonl import FileStats, read_history
 from .metricfile import SCHEMA_HASH, MetricFileWriter
-from .summaries import latest_key, merge
+from .summaries import fold_file_summaries
 
 JSONL_IMPORTER = "tau.jsonl.import.v1"
 TRACK_WRITER = "tau.exp.track.v0"
@@ -142,24 +142,8 @@ def _commit_metric_file(
                           ignore=("created_at",))
     if not inserted:
         return False
-    for name, s in writer.summaries.items():
-        cur = txn.conn.execute(
-            "SELECT s.*, f.created_at AS file_created_at FROM metric_summaries s LEFT JOIN metric_files f "
-            "ON f.file_id = s.latest_file_id WHERE s.run_id = ? AND s.metric_name = ?", [writer.run_id, name])
-        found = cur.fetchone()
-        old = {d[0]: found[i] for i, d in enumerate(cur.description)} if found else None
-        new = {**s, "latest_file_id": file_id if s["finite_count"] else None}
-        old_key = latest_key(old, old.get("file_created_at") or "", old.get("latest_file_id") or "") if old else None
-        merged = merge(old, new, old_key=old_key, new_key=latest_key(new, created_at, file_id))
-        merged.update(run_id=writer.run_id, metric_name=name, project=writer.project,
-                      run_group_id=writer.run_group_id, updated_at=created_at)
-        cols = [c for c, _ in schema.TABLES["metric_summaries"]]
-        txn.conn.execute(
-            f"INSERT OR REPLACE INTO metric_summaries ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-            [merged.get(c) for c in cols],
-        )
-    txn.conn.execute("INSERT INTO metric_summary_files(file_id, run_id, summarized_at) VALUES (?, ?, ?)",
-                     [file_id, writer.run_id, created_at])
+    fold_file_summaries(txn.conn, run_id=writer.run_id, project=writer.project, run_group_id=writer.run_group_id,
+                        file_id=file_id, created_at=created_at, summaries=writer.summaries)
     txn.place(staged, txn.store.root / rel_path)
     return True
 
