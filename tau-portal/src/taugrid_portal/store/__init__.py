@@ -34,6 +34,10 @@ Read API (stable; Stellar and the CLI use only this)
 ``store.configs(run_id)``, ``store.run_context(run_id)``, ``store.events(run_ids)``,
 ``store.observations(scope_type, scope_id)``, ``store.metric_files(run_ids)``, ``store.counts(run_ids)``.
 ``store.root``, ``store.manifest``, ``store.project``, ``store.source_store_id``; ``store.close()``.
+``store.ensure_summaries()`` summarizes metric files written without summaries (older writers); it
+    skips with a warning (``store.warnings``) when another writer holds the lock.
+``store.query(sql, params)`` runs a read-only SQL query on the index and returns ``list[dict]``.
+One store object may be shared by threads (reads are serialized on an internal mutex).
 ``search_runs(store, ...)`` (:mod:`.search`) is the filtered run search used by ``experiment search``.
 
 Writes go through :mod:`.writes` (``init_experiment``, ``record_run``, ``import_jsonl``,
