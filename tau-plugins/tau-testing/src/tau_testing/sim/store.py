@@ -291,6 +291,12 @@ class Store:
             self._put(storage, obj, "ADDED", None)
             if rtype.group_kind == ("apiextensions.k8s.io", "CustomResourceDefinition"):
                 self._register_crd(obj)
+            refs = meta.get("ownerReferences") or []
+            if refs and not any(ref.get("uid") in self._by_uid for ref in refs):
+                # every owner is already gone: the garbage collector removes the new dependent
+                self._collect_garbage()
+                created = self._bucket(rtype).get((ns, meta["name"]))
+                return self._present(created if created is not None else obj, rtype)
             return self._present(self._bucket(rtype)[(ns, meta["name"])], rtype)
 
     def _storage_type(self, rtype: ResourceType) -> ResourceType:
