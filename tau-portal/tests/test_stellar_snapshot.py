@@ -230,3 +230,29 @@ def test_stellar_html_without_the_bundle_fails_clearly(
                    prog_name="taugrid-portal") == 0
     finally:
         html.vendor_assets.cache_clear()
+
+
+def test_a_series_spread_over_several_metric_files_is_one_series(tmp_path: Path) -> None:
+    from taugrid_portal.stellar.snapshot import build_series, build_snapshot
+    from taugrid_portal.store import ExperimentStore
+    from taugrid_portal.store.writes import import_jsonl, record_run
+
+    store, _ = ExperimentStore.init(tmp_path / "store", project="demo")
+    with store:
+        import_jsonl(store, run="run-a", history=[str(_history(tmp_path / "a.jsonl", 300, 0))], group="g",
+                     owner="bob")
+        # A later write of the same run and metric lands in a second immutable file.
+        record_run(store, "run-a", group="g", owner="bob", metrics={"loss": 7.5}, step=5000)
+        record_run(store, "run-a", group="g", owner="bob", metrics={"loss": -1.0}, step=299,
+                   idempotency_key="fix-299")
+        snap = build_snapshot(store, "g", max_points=10)
+        loss = next(c for c in snap["charts"] if c["metric_name"] == "loss")
+        (series,) = loss["series"]
+        assert series["steps"][-1] == 5000 and series["values"][-1] == 7.5
+        assert -1.0 in series["values"]  # the later write of step 299 wins and is the minimum
+        assert series["finite_points"] == 301 and series["source_points"] == 302
+        assert len(series["steps"]) <= 10
+        detail = build_series(store, "g", "loss", start_step=290, end_step=6000, max_points=100)
+        (s,) = detail["chart"]["series"]
+        assert s["steps"] == [*range(290, 300), 5000]
+        assert s["values"][s["steps"].index(299)] == -1.0

@@ -245,7 +245,7 @@ def _segments(data: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return data, segs
 
 
-def downsample_runs(frame: pl.DataFrame, budget: int) -> pl.DataFrame:
+def downsample_runs(frame: pl.DataFrame, budget: int, run_of: dict[str, str] | None = None) -> pl.DataFrame:
     """Downsample every ``(run_id, metric_name)`` series of a frame read straight from metric files.
 
     ``frame`` has ``run_id, metric_name, step, value`` in file order. The result equals
@@ -253,6 +253,9 @@ def downsample_runs(frame: pl.DataFrame, budget: int) -> pl.DataFrame:
     values, finite_points``), but is built for the usual layout of a metric file — each series one
     contiguous block of strictly increasing steps — where every grouping runs over sorted slices
     instead of hash tables. Series that do not fit that layout take the general path.
+
+    With ``run_of``, the ``run_id`` column holds a source key (the metric file) and ``run_of``
+    maps each source to its run; a run's series may then span several files.
     """
     import polars as pl
 
@@ -268,17 +271,24 @@ def downsample_runs(frame: pl.DataFrame, budget: int) -> pl.DataFrame:
         data = data.filter(pl.col("step").is_not_null() & pl.col("value").is_finite().fill_null(False))
     if data.height == 0:
         return pl.DataFrame(schema=schema)
+    def run_name(column: pl.Expr) -> pl.Expr:
+        column = column.cast(pl.String)
+        return column.replace_strict(run_of, return_dtype=pl.String) if run_of is not None else column
+
     data, segs = _segments(data)
+    segs = segs.with_columns(run_name(pl.col("run_id")))
     bad = segs["_unordered"] | segs.select(pl.len().over(_KEYS) > 1).to_series()
     parts = []
     if bad.any():
         row_bad = pl.lit(bad).gather(pl.col("_seg"))
-        slow = data.filter(row_bad).select(*(pl.col(k).cast(pl.String) for k in _KEYS), "step", "value")
+        slow = data.filter(row_bad).select(run_name(pl.col("run_id")), pl.col("metric_name").cast(pl.String),
+                                           "step", "value")
         parts.append(downsample_frame(slow, budget, by=_KEYS).select(list(schema)))
         data = data.filter(~row_bad).drop("_seg")  # filter keeps row order
         if data.height == 0:
             return pl.concat(parts).sort(_KEYS)
         data, segs = _segments(data)
+        segs = segs.with_columns(run_name(pl.col("run_id")))
     starts = segs["_start"]
     ends = segs["_start"] + segs["_n"] - 1
     if budget < 4:

@@ -210,11 +210,15 @@ def chart_series(
     """One metric across runs (optionally a step range), downsampled: the series API body."""
     import polars as pl
 
-    points = load_points(store, run_ids, metric=metric, start_step=start_step, end_step=end_step)
-    sampled = _rounded(downsample.downsample_runs(points, budget))
-    counts = points.group_by(pl.col("run_id").cast(pl.String)).agg(
-        pl.len().alias("source_points"),
-        (~pl.col("value").is_finite().fill_null(False)).sum().alias("non_finite_points"),
+    points, run_of = load_points(store, run_ids, metric=metric, start_step=start_step, end_step=end_step)
+    sampled = _rounded(downsample.downsample_runs(points, budget, run_of))
+    counts = (
+        points.group_by(pl.col("run_id").cast(pl.String)).agg(
+            pl.len().alias("source_points"),
+            (~pl.col("value").is_finite().fill_null(False)).sum().alias("non_finite_points"),
+        )
+        .with_columns(pl.col("run_id").replace_strict(run_of, return_dtype=pl.String))
+        .group_by("run_id").agg(pl.col("source_points").sum(), pl.col("non_finite_points").sum())
     )
     totals = {r["run_id"]: r for r in counts.iter_rows(named=True)}
     rows = {}
@@ -231,41 +235,42 @@ def load_points(
     metric: str | None = None,
     start_step: int | None = None,
     end_step: int | None = None,
-) -> Any:
+) -> tuple[Any, dict[str, str]]:
     """Every scalar point of ``run_ids`` (or of one ``metric``, optionally a step range) in one
-    pass over their immutable metric files: ``run_id, metric_name, step, value``.
+    scan over their immutable metric files.
 
+    Returns ``(frame, run_of)``: the frame has ``run_id, metric_name, step, value`` where
+    ``run_id`` is the source file (categorical) and ``run_of`` maps each file to its run, as the
+    index records it (every metric file holds one run), so no per-row run column is decoded.
     Files are read in write order (``created_at``, ``file_id``), so later writes of a step win.
     """
     import polars as pl
 
     root = Path(store.root).resolve()
     wanted = set(run_ids)
-    scans = []
+    run_of: dict[str, str] = {}
     for f in store.metric_files(list(run_ids)):
         if f.get("run_id") not in wanted or (f.get("format") or "parquet") != "parquet":
             continue
         path = (root / f["path"]).resolve()
         if not path.is_relative_to(root):
             raise ConfigError(f"metric file {f['path']!r} in {root} escapes the store root")
-        # Every metric file holds one run (the index row says which), so the run comes from the
-        # index instead of decoding a per-row column.
-        scan = pl.scan_parquet(path)
-        if metric is not None:
-            scan = scan.filter(pl.col("metric_name") == metric)
-        if start_step is not None:
-            scan = scan.filter(pl.col("step") >= start_step)
-        if end_step is not None:
-            scan = scan.filter(pl.col("step") <= end_step)
-        scans.append(scan.select(
-            pl.lit(f["run_id"], dtype=pl.String).cast(pl.Categorical).alias("run_id"),
-            pl.col("metric_name").cast(pl.Categorical),
-            pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64),
-        ))
-    if not scans:
+        run_of[str(path)] = f["run_id"]
+    if not run_of:
         return pl.DataFrame(schema={"run_id": pl.Categorical, "metric_name": pl.Categorical, "step": pl.Int64,
-                                    "value": pl.Float64})
-    return pl.concat(scans).collect()
+                                    "value": pl.Float64}), run_of
+    scan = pl.scan_parquet(list(run_of), include_file_paths="_source")
+    if metric is not None:
+        scan = scan.filter(pl.col("metric_name") == metric)
+    if start_step is not None:
+        scan = scan.filter(pl.col("step") >= start_step)
+    if end_step is not None:
+        scan = scan.filter(pl.col("step") <= end_step)
+    frame = scan.select(
+        pl.col("_source").cast(pl.Categorical).alias("run_id"), pl.col("metric_name").cast(pl.Categorical),
+        pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64),
+    ).collect()
+    return frame, run_of
 
 
 def all_charts(
@@ -277,7 +282,8 @@ def all_charts(
     colors: dict[str, str],
 ) -> list[dict[str, Any]]:
     """Every metric's chart from one read of the metric files (the dashboard path)."""
-    sampled = _rounded(downsample.downsample_runs(load_points(store, run_ids), budget))
+    points, run_of = load_points(store, run_ids)
+    sampled = _rounded(downsample.downsample_runs(points, budget, run_of))
     by_metric: dict[str, dict[str, dict[str, Any]]] = {m: {} for m in metrics}
     for row in sampled.iter_rows(named=True):
         rows = by_metric.get(row["metric_name"])
