@@ -764,16 +764,27 @@ class KubernetesBackend:
 
     async def _stream(self, session: KubeSession, ns: str, pod: str, container: str, options: LogOptions,
                       multi: bool) -> AsyncIterator[str]:
+        """Follow one container's log.  A stream that ends before its first line while the container
+        still runs (a quiet start, an idle-timeout proxy) is opened again; after output, its end is the end."""
         path = api_path("v1", "pods", namespace=ns, name=pod, subresource="log")
-        for _ in range(600):
+        pod_path = api_path("v1", "pods", namespace=ns, name=pod)
+        for _ in range(100_000):
+            got = 0
             try:
                 async for line in session.stream_lines(path, query=_log_query(container, options, follow=True)):
+                    got += 1
                     yield _prefixed(line, pod, container, options.prefix)
-                return
             except KubeApiError as exc:
                 if exc.status != 400:
                     raise
                 await asyncio.sleep(self.poll_interval)  # waiting to start
+                continue
+            if got:
+                return
+            current = await session.get(pod_path, missing_ok=True)
+            if current is None or not _container_running(current, container):
+                return
+            await asyncio.sleep(self.poll_interval)
 
     async def _ray_logs(self, session: KubeSession, ns: str, name: str, rayjob: Obj,
                         options: LogOptions) -> AsyncIterator[str]:
@@ -783,14 +794,18 @@ class KubernetesBackend:
             status = rayjob.get("status") or {}
             cluster = status.get("rayClusterName")
             candidates: builtins.list[tuple[str, str]] = []
+            waiting_for_head = False
             if cluster:
                 heads = await session.list_items(
                     pods_path, label_selector=f"{keys.RAY_CLUSTER}={cluster},{keys.RAY_NODE_TYPE}=head")
                 for head in heads:
                     names = [c.get("name") for c in (head.get("spec") or {}).get("containers") or []]
-                    if LOG_OFFLOAD_CONTAINER in names:
+                    if LOG_OFFLOAD_CONTAINER in names and (not options.follow or
+                                                           _container_started(head, LOG_OFFLOAD_CONTAINER)):
                         candidates.append((_meta(head)["name"], LOG_OFFLOAD_CONTAINER))
-            if not candidates:
+                    elif LOG_OFFLOAD_CONTAINER in names:
+                        waiting_for_head = True
+            if not candidates and not waiting_for_head:
                 submitters = await session.list_items(pods_path, label_selector=f"{keys.JOB_NAME}={name}")
                 submitters = [p for p in submitters if _labels(p).get(keys.RAY_NODE_TYPE) is None]
                 for pod in submitters:
@@ -816,8 +831,8 @@ class KubernetesBackend:
                            for s in ("succeed", "complete", "fail", "stop"))
             if not options.follow or terminal:
                 hint = ("the driver has not started yet; follow it with `tau logs -f " + name + "`"
-                        if not terminal else "the RayCluster is gone; read the central log offload with "
-                        "--kusto-cluster, --kusto-endpoint and --kusto-database")
+                        if not terminal else "the RayCluster is gone, and with it the driver output on the "
+                        "cluster; read it from your platform's central log store (Logs.ContainerLogs)")
                 if not status.get("jobId") and not terminal:
                     hint = f"the RayJob has no Ray job id yet; check `tau run status {name}`"
                 raise NotFoundError(f"no Ray driver output available for {ns}/{name} yet", hint=hint)
@@ -1338,6 +1353,21 @@ def _started(pods: Sequence[Obj]) -> bool:
             state = cs.get("state") or {}
             if state.get("running") or state.get("terminated"):
                 return True
+    return False
+
+
+def _container_running(pod: Obj, container: str) -> bool:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container and (cs.get("state") or {}).get("running"):
+            return True
+    return False
+
+
+def _container_started(pod: Obj, container: str) -> bool:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if cs.get("name") == container and (state.get("running") or state.get("terminated")):
+            return True
     return False
 
 
