@@ -954,3 +954,31 @@ def test_builtin_objects_are_decoded_like_go_types(cluster):
             assert status == 400 and "spec.replicas" in body["message"]
 
     run(go())
+
+
+def test_kueue_versions_are_converted_on_read_and_write(cluster):
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster) as api:
+            custom = client.CustomObjectsApi(api)
+            await custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", {
+                "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                "spec": {"cohort": "org", "admissionChecks": ["prov"]}})
+            new = await custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "cq")
+            assert new["spec"]["cohortName"] == "org" and "cohort" not in new["spec"]
+            assert new["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "prov"}]}
+            old = await custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cq")
+            assert old["apiVersion"] == "kueue.x-k8s.io/v1beta1" and old["spec"]["cohort"] == "org"
+            await custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cq",
+                                                     {"spec": {"cohort": "org2"}},
+                                                     _content_type="application/merge-patch+json")
+            stored = cluster.store.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "cq")
+            assert stored["spec"]["cohortName"] == "org2" and stored["metadata"]["generation"] == 2
+            await custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "multikueueclusters", {
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster", "metadata": {"name": "w1"},
+                "spec": {"clusterSource": {"kubeConfig": {"location": "w1-secret", "locationType": "Secret"}}}})
+            legacy = await custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "multikueueclusters", "w1")
+            assert legacy["spec"] == {"kubeConfig": {"location": "w1-secret", "locationType": "Secret"}}
+
+    run(go())

@@ -691,10 +691,10 @@ class ApiApp:
                     last_rv = max(last_rv, obj_rv)
                     if initial_count > 0:
                         initial_count -= 1
-                    now_matches = selected(obj)
+                    now_matches = selected(self.store.view(obj, rtype))
                     if event_type == "MODIFIED":
                         # an object moving into or out of the selection is ADDED or DELETED for this watch
-                        was = old is not None and selected(old)
+                        was = old is not None and selected(self.store.view(old, rtype))
                         if now_matches and not was:
                             event_type = "ADDED"
                         elif was and not now_matches:
@@ -703,7 +703,7 @@ class ApiApp:
                             continue
                     elif not now_matches:
                         continue
-                    shown: dict[str, Any] = dict(obj)
+                    shown: dict[str, Any] = dict(self.store.view(obj, rtype))
                     shown["apiVersion"] = rtype.api_version
                     if as_table:
                         shown = self._table(request, rtype, [shown], {

@@ -102,9 +102,29 @@ class Store:
         return rfc3339(self.clock.now())
 
     def _present(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
+        """A copy of a stored object in ``rtype``'s version (converted when that is not the storage version)."""
         out: dict[str, Any] = clone(obj)
+        if rtype.custom and out.get("apiVersion") != rtype.api_version:
+            from tau_testing.sim.conversion import convert
+
+            return convert(out, rtype.group, rtype.kind, rtype.version)
         out["apiVersion"] = rtype.api_version
         return out
+
+    def view(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
+        """A read-only view of a stored (or watched) object in ``rtype``'s version; copies only when needed."""
+        if obj.get("apiVersion") == rtype.api_version:
+            return obj
+        return self._present(obj, rtype)
+
+    def _to_storage(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
+        storage = self._storage_type(rtype)
+        if storage is rtype or not rtype.custom:
+            obj["apiVersion"] = storage.api_version
+            return obj
+        from tau_testing.sim.conversion import convert
+
+        return convert(obj, rtype.group, rtype.kind, storage.version)
 
     def _emit(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         rv = int(obj["metadata"]["resourceVersion"])
@@ -286,7 +306,8 @@ class Store:
             if dry_run:
                 return self._present(obj, rtype)
             storage = self._storage_type(rtype)
-            obj["apiVersion"] = storage.api_version
+            obj = self._to_storage(obj, rtype)
+            meta = obj["metadata"]
             meta["resourceVersion"] = str(self._next_rv())
             self._put(storage, obj, "ADDED", None)
             if rtype.group_kind == ("apiextensions.k8s.io", "CustomResourceDefinition"):
@@ -344,25 +365,25 @@ class Store:
             old = self._existing(rtype, ns, name)
             self._check_preconditions(rtype, old, meta)
             old_meta = old["metadata"]
+            old_view = self._present(old, rtype)  # the stored object in the request's version
             if subresource == "status":
-                new = dict(old)
+                new = old_view
                 if "status" in obj:
                     new["status"] = obj["status"]
                 else:
                     new.pop("status", None)
-                new["metadata"] = dict(old_meta)
                 if rtype.custom and rtype.schema is not None:
                     from tau_testing.sim.schema import validate_custom
 
                     new = clone(new)
-                    causes = validate_custom(rtype.schema, new, [], old)
+                    causes = validate_custom(rtype.schema, new, [], self._present(old, rtype))
                     if causes:
                         raise errors.invalid(rtype.kind, rtype.group, name, causes)
             else:
                 new = obj
                 if "status" in rtype.subresources and rtype.kind != "Namespace":
-                    if "status" in old:
-                        new["status"] = old["status"]
+                    if "status" in old_view:
+                        new["status"] = old_view["status"]
                     else:
                         new.pop("status", None)
                 fixed = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
@@ -380,7 +401,9 @@ class Store:
                         raise errors.invalid(rtype.kind, rtype.group, name, [errors.field_forbidden(
                             "metadata.finalizers", "no new finalizers can be added if the object is being "
                                                    "deleted, found new finalizers " + json.dumps(sorted(added)))])
-                self._admit("UPDATE", rtype, new, old, field_validation, warnings)
+                self._admit("UPDATE", rtype, new, old_view, field_validation, warnings)
+            new["apiVersion"] = rtype.api_version
+            new = self._to_storage(new, rtype)
             new["apiVersion"] = old["apiVersion"]
             new["kind"] = rtype.kind
             new_meta = new["metadata"]
