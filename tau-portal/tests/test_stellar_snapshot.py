@@ -256,3 +256,13 @@ def test_a_series_spread_over_several_metric_files_is_one_series(tmp_path: Path)
         (s,) = detail["chart"]["series"]
         assert s["steps"] == [*range(290, 300), 5000]
         assert s["values"][s["steps"].index(299)] == -1.0
+
+
+def test_output_dir_links(store: Any) -> None:
+    from taugrid_portal.stellar.snapshot import _output_dir
+
+    assert _output_dir(store, "/data/runs/x") == "/data/runs/x"
+    assert _output_dir(store, "azblob://acct/c/runs/x") == "azblob://acct/c/runs/x"
+    assert _output_dir(store, "metrics/project=demo") == str(Path(store.root).resolve() / "metrics/project=demo")
+    assert _output_dir(store, "../../etc") is None  # never a link outside the store
+    assert _output_dir(store, None) is None

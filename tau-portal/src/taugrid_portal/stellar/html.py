@@ -123,7 +123,7 @@ def _view(snapshot: dict[str, Any]) -> dict[str, Any]:
     runs = []
     for run in snapshot.get("runs", []):
         r = dict(run)
-        r["output_href"] = safe_href(run.get("result_uri"))
+        r["output_href"] = safe_href(run.get("output_dir"))
         r["configs"] = [
             {**c, "pretty": json.dumps(c.get("config"), indent=2, sort_keys=True, ensure_ascii=False)}
             for c in run.get("configs", [])

@@ -129,6 +129,19 @@ def _artifact_view(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row.get(k) for k in keep}
 
 
+def _output_dir(store: Any, result_uri: str | None) -> str | None:
+    """Where a run's outputs are: a URI or absolute path as recorded, or a store-relative
+    path (what importers record) made absolute when it stays inside the store."""
+    if not result_uri:
+        return None
+    text = result_uri.strip()
+    if "://" in text or text.startswith("/") or ":" in text.split("/", 1)[0]:
+        return text
+    root = Path(store.root).resolve()
+    candidate = (root / text).resolve()
+    return str(candidate) if candidate.is_relative_to(root) else None
+
+
 def _store_path(store: Any) -> str:
     return str(getattr(store, "root", ""))
 
@@ -366,7 +379,7 @@ def build_snapshot(
                              if (run.run_id, m) in summaries]
         view["configs"] = [_config_view(c) for c in store.configs(run.run_id)]
         view["artifacts"] = [_artifact_view(a) for a in store.artifacts(run.run_id)]
-        view["output_dir"] = run.result_uri
+        view["output_dir"] = _output_dir(store, run.result_uri)
         run_views.append(view)
 
     cards = _cards(ordered, runs, summaries)
