@@ -434,6 +434,24 @@ def test_unreachable_cluster_and_bad_name(tau_cli, tau_env, repo: Path, tmp_path
     assert r.exit_code == 1 and "not a valid run name" in r.stderr
 
 
+def test_expired_credential_and_missing_crds_are_explained(taugrid_cluster: TauGridScenario, tau_cli,
+                                                          repo: Path, tmp_path: Path) -> None:
+    config = taugrid_cluster.cluster.kubeconfig("researcher")
+    for user in config["users"]:
+        user["user"]["token"] = "expired"
+    (tmp_path / "expired").write_text(json.dumps(config))
+    r = tau_cli("run", "list", *NS, env={"KUBECONFIG": str(tmp_path / "expired")})
+    assert r.exit_code == 1
+    assert "rejected the credential for context \"tau-sim-researcher\" (401 Unauthorized)" in r.stderr
+    assert "sign in again" in r.stderr
+    taugrid_cluster.cluster.store.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", None,
+                                         "workspaces.tau.azure.com")
+    r = tau_cli("run", "list")  # no -n: the workspace lookup needs the TauGrid CRDs
+    assert r.exit_code == 1
+    assert "does not serve workspaces.tau.azure.com: it is not a TauGrid cluster" in r.stderr
+    assert "tau cluster install" in r.stderr
+
+
 def test_interrupting_the_waiting_cli_loses_nothing(taugrid_factory, tau_env, tau_cli, repo: Path) -> None:
     """Ctrl-C while `tau run` waits for a retried run: it exits 130, the run and its attempt count stay."""
     import os
