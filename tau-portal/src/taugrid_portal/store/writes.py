@@ -410,7 +410,7 @@ def import_jsonl(
             for fstats, copy_path in copies:
                 if copy_path is None:
                     continue
-                art_id = f"jsonl-history-{run}-{fstats.sha256[:12]}"
+                art_id = f"jsonl-history-{run}-{request_hash([fstats.sha256, fstats.path.name])[:12]}"
                 name = safe_segment(f"{fstats.sha256[:12]}-{fstats.path.name}", what="history file name")
                 rel = f"{ARTIFACTS}/{safe_segment(run, what='run id')}/jsonl/{name}"
                 mtime = fmt_time(datetime.fromtimestamp(fstats.path.stat().st_mtime, UTC))
