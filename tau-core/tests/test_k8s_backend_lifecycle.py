@@ -363,3 +363,41 @@ def test_previous_container_instance(grid) -> None:  # type: ignore[no-untyped-d
     current = list(backend.logs(ref, LogOptions()))
     previous = list(backend.logs(ref, LogOptions(previous=True)))
     assert current and previous and current != previous
+
+
+def test_unschedulable_pod_is_a_scheduling_warning(grid) -> None:  # type: ignore[no-untyped-def]
+    scenario, backend = grid
+    obj = job("nowhere")  # admitted on the CPU flavor, but no node carries the extra label
+    obj["spec"]["template"]["spec"]["nodeSelector"] = {"agentpool": "cpu", "disk": "nvme"}
+    backend.submit(request(obj))
+    scenario.cluster.advance(10)
+    st = backend.status(RunRef("nowhere", namespace=NAMESPACE))
+    scheduling = next(p for p in st.phases if p.name == "Pod scheduling")
+    assert scheduling.state == "warning", st.phases
+    assert "0/1 assigned to nodes" in scheduling.detail
+    assert "node selectors" in (scheduling.hint or "")
+
+
+def test_crashing_container_is_a_start_warning(grid) -> None:  # type: ignore[no-untyped-def]
+    scenario, backend = grid
+    scripts_of(scenario.cluster).add({"app": "crash"}, PodScript(run_seconds=1, exit_code=1))
+    obj = job("crash")
+    obj["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    obj["spec"]["backoffLimit"] = 6
+    backend.submit(request(obj))
+    scenario.cluster.advance(60)
+    st = backend.status(RunRef("crash", namespace=NAMESPACE))
+    start = next(p for p in st.phases if p.name == "Container start")
+    assert start.state == "warning", st.phases
+    assert "exited 1" in start.detail or "CrashLoopBackOff" in start.detail
+
+
+def test_flavor_mismatch_is_explained_at_admission(grid) -> None:  # type: ignore[no-untyped-def]
+    scenario, backend = grid
+    obj = job("mismatch")
+    obj["spec"]["template"]["spec"]["nodeSelector"] = {"agentpool": "does-not-exist"}
+    backend.submit(request(obj))
+    scenario.cluster.advance(5)
+    admission = backend.status(RunRef("mismatch", namespace=NAMESPACE)).phases[1]
+    assert admission.state == "active" and "doesn't match node affinity" in admission.detail
+    assert "ResourceFlavor" in (admission.hint or "")

@@ -265,7 +265,10 @@ def _workload_phase(snap: Snapshot) -> Phase:
                      hint="Kueue reclaimed capacity for other work; the run is requeued and starts when quota frees up")
     hint = None
     low = reason.lower()
-    if "quota" in low or "insufficient" in low or "couldn't assign" in low or "exceed" in low:
+    if "node affinity" in low or "taint" in low or "doesn't match" in low:
+        hint = ("no ResourceFlavor of the queue matches the workload's node selector or tolerations; check "
+                "compute.gpu_class and policy.node_selector against the workspace's flavors")
+    elif "quota" in low or "insufficient" in low or "exceed" in low:
         hint = ("the queue lacks free quota right now; the run starts when capacity frees up — ask the "
                 "platform/queue owner for more capacity if it stays pending")
     elif "localqueue" in low or "doesn't exist" in low or "not found" in low:
