@@ -581,6 +581,8 @@ class KubernetesBackend:
 
         say = self.progress or info
         where = f"{ref.namespace}/{ref.name}"
+        say(f"submitted {where}; waiting for it to finish (automatic retry: up to {policy.max_retries} on "
+            f"{', '.join(policy.retry_on)}). Ctrl-C stops waiting, not the run.")
         try:
             while True:
                 st = self.wait(ref)
