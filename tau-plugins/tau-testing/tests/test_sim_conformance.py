@@ -982,3 +982,57 @@ def test_kueue_versions_are_converted_on_read_and_write(cluster):
             assert legacy["spec"] == {"kubeConfig": {"location": "w1-secret", "locationType": "Secret"}}
 
     run(go())
+
+
+GUARD_POLICY = {
+    "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+    "metadata": {"name": "cm-guard"},
+    "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]},
+        "variables": [{"name": "privileged", "expression":
+                       "request.userInfo.groups.exists(g, g in ['system:masters', 'platform-admins'])"}],
+        "validations": [{
+            "expression": "variables.privileged || (oldObject == null ? !has(object.metadata.annotations) || "
+                          "!('example.com/approved' in object.metadata.annotations) : "
+                          "(has(object.metadata.annotations) && 'example.com/approved' in "
+                          "object.metadata.annotations) == (has(oldObject.metadata.annotations) && "
+                          "'example.com/approved' in oldObject.metadata.annotations))",
+            "message": "approval annotations are platform-owned."}],
+    },
+}
+
+
+def test_validating_admission_policy_is_enforced_for_api_writes(cluster):
+    store = cluster.store
+    store.create(GUARD_POLICY)
+    store.create({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                  "metadata": {"name": "cm-guard"},
+                  "spec": {"policyName": "cm-guard", "validationActions": ["Deny"]}})
+    store.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                  "metadata": {"name": "alice-edit", "namespace": "default"},
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                  "subjects": [{"kind": "User", "name": "alice"}]})
+
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster, "alice") as api:
+            v1 = client.CoreV1Api(api)
+            await v1.create_namespaced_config_map("default", configmap("plain"))
+            body = await expect_api_error(v1.create_namespaced_config_map(
+                "default", configmap("sneaky", annotations={"example.com/approved": "true"})), 422)
+            assert body["message"] == ('configmaps "sneaky" is forbidden: ValidatingAdmissionPolicy \'cm-guard\' '
+                                       "with binding 'cm-guard' denied request: approval annotations are "
+                                       "platform-owned.")
+            await expect_api_error(v1.patch_namespaced_config_map(
+                "plain", "default", {"metadata": {"annotations": {"example.com/approved": "true"}}}), 422)
+            await v1.patch_namespaced_config_map("plain", "default", {"data": {"k": "changed"}})
+        async with api_client(cluster) as api:
+            await client.CoreV1Api(api).patch_namespaced_config_map(
+                "plain", "default", {"metadata": {"annotations": {"example.com/approved": "true"}}})
+        # the simulator's own writes (controllers, tests using the store) are not API requests
+        store.create(configmap("internal", annotations={"example.com/approved": "true"}))
+
+    run(go())

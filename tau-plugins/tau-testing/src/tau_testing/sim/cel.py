@@ -15,7 +15,11 @@ from typing import Any
 
 
 class CelError(Exception):
-    """The rule is outside the supported subset, or its evaluation failed."""
+    """The evaluation failed (a missing field, a type mismatch, ...)."""
+
+
+class CelUnsupported(CelError):
+    """The expression is outside the subset this interpreter understands."""
 
 
 _TOKEN = re.compile(r"""
@@ -33,7 +37,7 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise CelError(f"unexpected character {text[pos]!r}")
+            raise CelUnsupported(f"unexpected character {text[pos]!r}")
         pos = m.end()
         kind = m.lastgroup
         value = m.group()
@@ -64,14 +68,14 @@ class _Parser:
     def take(self, value: str | None = None) -> tuple[str, Any]:
         token = self.tokens[self.pos]
         if value is not None and token[1] != value:
-            raise CelError(f"expected {value!r}, found {token[1]!r}")
+            raise CelUnsupported(f"expected {value!r}, found {token[1]!r}")
         self.pos += 1
         return token
 
     def parse(self) -> Any:
         node = self.ternary()
         if self.peek()[0] != "end":
-            raise CelError(f"unexpected {self.peek()[1]!r}")
+            raise CelUnsupported(f"unexpected {self.peek()[1]!r}")
         return node
 
     def ternary(self) -> Any:
@@ -119,7 +123,7 @@ class _Parser:
                 self.take()
                 kind, name = self.take()
                 if kind != "id":
-                    raise CelError("expected a field name")
+                    raise CelUnsupported("expected a field name")
                 if self.peek() == ("op", "("):
                     node = ("call", name, node, self.args())
                 else:
@@ -163,7 +167,7 @@ class _Parser:
                     self.take()
             self.take("}")
             return ("map", pairs)
-        raise CelError(f"unexpected {value!r}")
+        raise CelUnsupported(f"unexpected {value!r}")
 
 
 _CACHE: dict[str, Any] = {}
@@ -174,7 +178,7 @@ def compile_rule(rule: str) -> Any:
         try:
             _CACHE[rule] = _Parser(rule).parse()
         except CelError as exc:
-            _CACHE[rule] = exc
+            _CACHE[rule] = CelUnsupported(str(exc))
     node = _CACHE[rule]
     if isinstance(node, CelError):
         raise node
@@ -194,7 +198,7 @@ def evaluate(node: Any, env: dict[str, Any]) -> Any:
         return node[1]
     if tag == "var":
         if node[1] not in env:
-            raise CelError(f"undeclared reference to {node[1]!r}")
+            raise CelUnsupported(f"undeclared reference to {node[1]!r}")
         return env[node[1]]
     if tag == "list":
         return [evaluate(n, env) for n in node[1]]
@@ -203,7 +207,10 @@ def evaluate(node: Any, env: dict[str, Any]) -> Any:
     if tag == "field":
         target = evaluate(node[1], env)
         if isinstance(target, dict) and node[2] in target:
-            return target[node[2]]
+            value = target[node[2]]
+            if isinstance(value, CelError):  # a variable whose evaluation failed
+                raise value
+            return value
         raise CelError(f"no such key: {node[2]}")
     if tag == "index":
         target = evaluate(node[1], env)
@@ -228,7 +235,7 @@ def evaluate(node: Any, env: dict[str, Any]) -> Any:
         return _binary(node[1], node[2], node[3], env)
     if tag == "call":
         return _call(node[1], node[2], node[3], env)
-    raise CelError(f"unsupported node {tag}")
+    raise CelUnsupported(f"unsupported node {tag}")
 
 
 def _binary(op: str, left_node: Any, right_node: Any, env: dict[str, Any]) -> Any:
@@ -279,12 +286,12 @@ def _binary(op: str, left_node: Any, right_node: Any, env: dict[str, Any]) -> An
             return left % right
     except (TypeError, ZeroDivisionError) as exc:
         raise CelError(str(exc)) from exc
-    raise CelError(f"unsupported operator {op}")
+    raise CelUnsupported(f"unsupported operator {op}")
 
 
 def _has(arg: Any, env: dict[str, Any]) -> bool:
     if arg[0] != "field":
-        raise CelError("has() needs a field selection")
+        raise CelUnsupported("has() needs a field selection")
     target = evaluate(arg[1], env)
     return isinstance(target, dict) and arg[2] in target
 
@@ -300,11 +307,11 @@ def _call(name: str, target_node: Any, args: list[Any], env: dict[str, Any]) -> 
             return int(values[0])
         if name == "string" and len(values) == 1:
             return str(values[0])
-        raise CelError(f"unsupported function {name}")
+        raise CelUnsupported(f"unsupported function {name}")
     if name in _MACROS:
         target = evaluate(target_node, env)
         if len(args) != 2 or args[0][0] != "var":
-            raise CelError(f"{name}() needs a variable and an expression")
+            raise CelUnsupported(f"{name}() needs a variable and an expression")
         var = args[0][1]
         items = list(target.keys()) if isinstance(target, dict) else target
         if not isinstance(items, list):
@@ -335,7 +342,7 @@ def _call(name: str, target_node: Any, args: list[Any], env: dict[str, Any]) -> 
             return values[0] in target
         if name == "matches":
             return re.search(values[0], target) is not None
-    raise CelError(f"unsupported method {name}")
+    raise CelUnsupported(f"unsupported method {name}")
 
 
 def _bool(value: Any) -> bool:

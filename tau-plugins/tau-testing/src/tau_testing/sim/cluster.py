@@ -107,6 +107,9 @@ class SimCluster:
         self.scripts: Any = None
         self.users = Users()
         self.authorizer = Authorizer(self.store)
+        from tau_testing.sim.vap import PolicyEnforcer
+
+        self.store.admission_hooks.append(PolicyEnforcer(self.store))
         for obj in default_rbac_objects():
             self.store.create(obj)
         for name, groups in (users if users is not None else DEFAULT_USERS).items():

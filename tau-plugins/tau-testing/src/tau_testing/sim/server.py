@@ -20,6 +20,7 @@ from tau_testing.sim.errors import ApiError
 from tau_testing.sim.faults import RequestRecord
 from tau_testing.sim.resources import ResourceType
 from tau_testing.sim.selectors import labels_match, parse_field_selector, parse_label_selector
+from tau_testing.sim.vap import api_request
 
 if TYPE_CHECKING:
     from tau_testing.sim.cluster import SimCluster
@@ -499,7 +500,8 @@ class ApiApp:
                                                         "resource")
             obj = self._body_object(request, target)
             dry = self._dry_run(request)
-            created = self.store.create(obj, dry_run=dry, field_validation=field_validation, warnings=warnings)
+            with api_request(user, warnings, dry):
+                created = self.store.create(obj, dry_run=dry, field_validation=field_validation, warnings=warnings)
             await response.json(201, created, _warning_headers(warnings))
             return not dry
         if method == "PUT":
@@ -515,7 +517,9 @@ class ApiApp:
                 current["spec"] = obj.get("spec") or {}
                 updated = self.store.update(current, dry_run=dry)
             else:
-                updated = self.store.update(obj, dry_run=dry, field_validation=field_validation, warnings=warnings)
+                with api_request(user, warnings, dry):
+                    updated = self.store.update(obj, dry_run=dry, field_validation=field_validation,
+                                                warnings=warnings)
             await response.json(200, updated, _warning_headers(warnings))
             return not dry
         if method == "PATCH":
@@ -525,18 +529,20 @@ class ApiApp:
             if request.headers.get("content-type", "").split(";")[0].strip().lower() == \
                     "application/apply-patch+yaml":
                 dry = self._dry_run(request)
-                applied = self.store.apply(rtype.api_version, rtype.kind, target.namespace, target.name,
-                                           self._apply_body(request), request.param("fieldManager"),
-                                           force=request.flag("force"), subresource=sub, dry_run=dry,
-                                           field_validation=field_validation, warnings=warnings)
+                with api_request(user, warnings, dry):
+                    applied = self.store.apply(rtype.api_version, rtype.kind, target.namespace, target.name,
+                                               self._apply_body(request), request.param("fieldManager"),
+                                               force=request.flag("force"), subresource=sub, dry_run=dry,
+                                               field_validation=field_validation, warnings=warnings)
                 await response.json(200, applied, _warning_headers(warnings))
                 return not dry
             patch_type = self._patch_type(request)
             patch = request.json()
             dry = self._dry_run(request)
-            patched = self.store.patch(rtype.api_version, rtype.kind, target.namespace, target.name, patch,
-                                       patch_type, sub, dry_run=dry, field_validation=field_validation,
-                                       warnings=warnings)
+            with api_request(user, warnings, dry):
+                patched = self.store.patch(rtype.api_version, rtype.kind, target.namespace, target.name, patch,
+                                           patch_type, sub, dry_run=dry, field_validation=field_validation,
+                                           warnings=warnings)
             await response.json(200, patched, _warning_headers(warnings))
             return not dry
         if method == "DELETE":
