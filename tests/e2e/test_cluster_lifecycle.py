@@ -556,3 +556,22 @@ def test_tau_logs_follows_the_ray_driver_until_it_finishes(taugrid_factory, tau_
     r = tau_cli("logs", "rf", *NS, "-f")
     assert r.exit_code == 0, r
     assert r.stdout.splitlines() == lines
+
+
+def test_status_and_logs_of_a_job_submitted_outside_taugrid(taugrid_cluster: TauGridScenario, tau_cli,
+                                                           repo: Path) -> None:
+    cluster = taugrid_cluster.cluster
+    scripts_of(cluster).add({"job-name": "plain"}, PodScript(run_seconds=3, logs=["external output"]))
+    cluster.store.create({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain", "namespace": NAMESPACE},
+                          "spec": {"backoffLimit": 0, "template": {"spec": {
+                              "restartPolicy": "Never",
+                              "containers": [{"name": "work", "image": "busybox:1",
+                                              "resources": {"requests": {"cpu": "100m"}}}]}}}})
+    cluster.advance(10)
+    r = tau_cli("run", "status", "plain", *NS)
+    assert r.exit_code == 0, r
+    assert "[-] Kueue admission  not queued through Kueue" in r.stdout
+    assert "Result: succeeded" in r.stdout
+    assert tau_cli("run", "logs", "plain", *NS, "-c", "work").stdout.splitlines() == ["external output"]
+    assert "plain" not in tau_cli("run", "list", *NS).stdout
+    assert "plain" in tau_cli("run", "list", *NS, "--include-external").stdout

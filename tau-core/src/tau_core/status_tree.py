@@ -224,6 +224,8 @@ def _workload_phase(snap: Snapshot) -> Phase:
     if not wls:
         if snap.workload is None:
             return Phase(name, "pending", "workload not observed")
+        if "kueue.x-k8s.io/queue-name" not in (_meta(snap.workload).get("labels") or {}):
+            return Phase(name, "skipped", "not queued through Kueue (no kueue.x-k8s.io/queue-name label)")
         return Phase(name, "active", "waiting for Kueue Workload",
                      hint="the workload needs the kueue.x-k8s.io/queue-name label and an existing LocalQueue")
     total = len(wls)
