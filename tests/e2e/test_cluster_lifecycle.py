@@ -355,6 +355,7 @@ def test_run_get_artifact_and_hostile_paths(taugrid_cluster: TauGridScenario, ta
     r = tau_cli("run", "get", "art", *NS)
     assert r.exit_code == 0, r
     assert "PATH: /data/projects/aurora/runs/art" in r.stdout and "metrics.json" in r.stdout
+    assert "PVC:  blob-training" in r.stdout
     r = tau_cli("run", "get", "art", *NS, "--artifact", "metrics.json", "-o", "raw")
     assert r.stdout == '{"loss": 0.25}\n'
     r = tau_cli("run", "get", "art", *NS, "-o", "json")

@@ -144,6 +144,7 @@ class KubernetesBackend:
     last_server: str = field(default="", init=False)
     last_context: str = field(default="", init=False)
     _dry_run_objects: builtins.list[Obj] = field(default_factory=list, init=False, repr=False)
+    last_get: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _say(self, message: str) -> None:
@@ -853,6 +854,7 @@ class KubernetesBackend:
             raise UsageError("pass both --path and --pvc (for deleted or external workloads), or neither")
         if path is not None:
             path = _clean_abs(path, "--path")
+        self.last_get = {}
         result: ArtifactListing | bytes = self._run(self._get_async, ref, rel, path, pvc)
         return result
 
@@ -870,6 +872,7 @@ class KubernetesBackend:
                                     hint="for a deleted or external workload pass both --path and --pvc")
             ann = _ann(workload)
             root, pvc = ann.get(keys.RESULT_PATH), ann.get(keys.RESULT_PVC)
+            self.last_get["checkpoint"] = ann.get(keys.CHECKPOINT_ARTIFACT)
             if not root or not pvc:
                 raise NotFoundError(f"{ref.name} declares no durable result location (storage.output on a PVC)",
                                     hint="pass both --path and --pvc to read a known PVC path")
@@ -893,6 +896,7 @@ class KubernetesBackend:
             base = marker_dir
         target_path = posixpath.join(base, rel) if rel else base
         is_file = rel is not None and posixpath.splitext(rel)[1] != ""
+        self.last_get.update({"path": target_path, "pvc": pvc})
         return await self._helper(session, ns, ref.name, pvc, "file" if is_file else "list", target_path, base)
 
     async def _helper(self, session: KubeSession, ns: str, run: str, pvc: str, mode: str, target: str,

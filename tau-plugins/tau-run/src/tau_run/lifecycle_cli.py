@@ -394,11 +394,15 @@ def get(name: str, namespace: str | None, workspace: str | None, context: str | 
                 click.echo(entry["path"])
         else:
             click.echo(f"PATH: {result.root}")
+            click.echo(f"PVC:  {backend.last_get.get('pvc') or pvc or '-'}")
             click.echo("ENTRIES:")
             for entry in result.entries:
                 click.echo(f"  {entry['path']}  ({entry.get('size')} bytes)")
             if not result.entries:
                 click.echo("  (empty)")
+                if backend.last_get.get("checkpoint"):
+                    click.echo(f"note: the run declares storage.checkpoint ({backend.last_get['checkpoint']}); "
+                               "checkpoints are indexed separately — see `tau data model list`")
         return
     data: bytes = result
     if output == "raw":
@@ -410,7 +414,8 @@ def get(name: str, namespace: str | None, workspace: str | None, context: str | 
     if output == "json":
         emit({"artifact": artifact, "size": len(data), "content": text}, "json")
         return
-    click.echo(f"PATH: {artifact}")
+    click.echo(f"PATH: {backend.last_get.get('path') or artifact}")
+    click.echo(f"PVC:  {backend.last_get.get('pvc') or pvc or '-'}")
     click.echo(text.rstrip("\n"))
 
 
