@@ -1036,3 +1036,20 @@ def test_validating_admission_policy_is_enforced_for_api_writes(cluster):
         store.create(configmap("internal", annotations={"example.com/approved": "true"}))
 
     run(go())
+
+
+def test_faults_can_target_one_user_and_add_latency(cluster):
+    cluster.faults.add(user="alice", status=500, count=1)
+    cluster.faults.latency(0.05, path_regex="/namespaces$", count=1)
+
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster) as api:
+            await client.CoreV1Api(api).list_namespace()
+        async with api_client(cluster, "alice") as api:
+            body = await expect_api_error(client.CoreV1Api(api).list_namespace(), 500)
+            assert body["reason"] == "InternalError"
+
+    run(go())
+    assert cluster.requests.count(verb="list", resource="namespaces", user="admin", status=200) == 1

@@ -226,10 +226,11 @@ class ApiApp:
                 f"/{target.subresource}" if target.subresource else "")
             record.namespace = target.namespace
             record.name = target.name
+        user = self._authenticate(request)
         drop_after: int | None = None
         for fault in self.cluster.faults.pick(request.method, request.path + (
                 "?" + "&".join(f"{k}={v[-1]}" for k, v in request.query.items()) if request.query else ""),
-                None, watch=watch):
+                user.name if user else None, watch=watch):
             if fault.latency:
                 await asyncio.sleep(fault.latency)
             if fault.drop_watch_after is not None:
@@ -241,7 +242,6 @@ class ApiApp:
                     500: "Internal error occurred: injected fault",
                 }.get(fault.status, f"injected fault {fault.status}")
                 raise ApiError(fault.status, None, message, retry_after=fault.retry_after)
-        user = self._authenticate(request)
         if user is not None and request.headers.get("impersonate-user"):
             user = self._impersonate(request, user)
         record.user = user.name if user else None
