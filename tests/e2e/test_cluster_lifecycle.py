@@ -164,7 +164,7 @@ def test_image_pull_failure_fails_watch(taugrid_factory, tau_cli, repo: Path) ->
 
 def test_watch_follows_a_run_to_ready_and_exits_zero(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=10)
-    scripts_of(scenario.cluster).add({"job-name": "w"}, PodScript(pull_seconds=25, run_seconds=600))
+    scripts_of(scenario.cluster).add({"job-name": "w"}, PodScript(pull_seconds=50, run_seconds=600))
     write_target(repo, "w")
     assert tau_cli("run", "w", *NS).exit_code == 0
     r = tau_cli("run", "status", "w", *NS, "--watch", "--interval", "0.05s")
