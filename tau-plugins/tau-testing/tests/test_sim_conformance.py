@@ -1053,3 +1053,34 @@ def test_faults_can_target_one_user_and_add_latency(cluster):
 
     run(go())
     assert cluster.requests.count(verb="list", resource="namespaces", user="admin", status=200) == 1
+
+
+def test_dropped_watch_connection_is_cut_mid_stream(cluster):
+    cluster.store.create(configmap("a"))
+    cluster.store.create(configmap("b"))
+    cluster.faults.drop_watches(after_events=1, count=1, reset=True)
+
+    async def go():
+        import aiohttp
+        from kubernetes_asyncio import client, watch
+
+        async with api_client(cluster) as api:
+            v1 = client.CoreV1Api(api)
+            seen = []
+            try:
+                async with watch.Watch() as w:
+                    async for event in w.stream(v1.list_namespaced_config_map, "default", timeout_seconds=5):
+                        seen.append(event["object"].metadata.name)
+            except aiohttp.ClientPayloadError:
+                pass
+            else:
+                raise AssertionError("the connection was not cut")
+            assert seen == ["a"]
+            # the next watch (the fault fired once) is whole again
+            again = []
+            async with watch.Watch() as w:
+                async for event in w.stream(v1.list_namespaced_config_map, "default", timeout_seconds=1):
+                    again.append(event["object"].metadata.name)
+            assert again == ["a", "b"]
+
+    run(go())

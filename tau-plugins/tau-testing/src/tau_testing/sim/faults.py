@@ -23,6 +23,7 @@ class Fault:
     latency: float = 0.0
     message: str | None = None
     drop_watch_after: int | None = None  # events delivered before a matching watch is cut
+    reset: bool = False  # cut the TCP connection instead of ending the stream cleanly
     user: str | None = None
     fired: int = 0
     _owner: FaultInjector | None = field(default=None, repr=False, compare=False)
@@ -69,9 +70,12 @@ class FaultInjector:
                 count: int | None = None) -> Fault:
         return self.add(method=method, path_regex=path_regex, status=None, latency=seconds, count=count)
 
-    def drop_watches(self, after_events: int = 0, path_regex: str | None = None, count: int | None = None) -> Fault:
+    def drop_watches(self, after_events: int = 0, path_regex: str | None = None, count: int | None = None,
+                     reset: bool = False) -> Fault:
+        """Cut matching watch streams after ``after_events`` events: a clean early end of the response, or
+        with ``reset=True`` a dropped connection (the chunked response never terminates)."""
         fault = Fault(method="GET", path_regex=path_regex, status=None, count=count,
-                      drop_watch_after=after_events, _owner=self)
+                      drop_watch_after=after_events, reset=reset, _owner=self)
         with self._lock:
             self._faults.append(fault)
         return fault

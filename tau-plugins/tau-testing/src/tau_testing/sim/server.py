@@ -82,6 +82,10 @@ class Target:
     subresource: str | None
 
 
+class DroppedConnection(Exception):  # noqa: N818 - it is an event, not an error
+    """Raised through uvicorn on purpose: the server closes the connection mid-response (an injected fault)."""
+
+
 class Response:
     """Collects what the app sent, for the request log."""
 
@@ -167,6 +171,8 @@ class ApiApp:
         response = Response(send, log)
         try:
             await self.handle(request, response, record, receive)
+        except DroppedConnection:
+            raise  # uvicorn closes the transport without ending the chunked body
         except ApiError as exc:
             if not response.started:
                 extra = [("retry-after", str(exc.retry_after))] if exc.retry_after is not None else []
@@ -228,6 +234,7 @@ class ApiApp:
             record.name = target.name
         user = self._authenticate(request)
         drop_after: int | None = None
+        reset = False
         for fault in self.cluster.faults.pick(request.method, request.path + (
                 "?" + "&".join(f"{k}={v[-1]}" for k, v in request.query.items()) if request.query else ""),
                 user.name if user else None, watch=watch):
@@ -235,6 +242,7 @@ class ApiApp:
                 await asyncio.sleep(fault.latency)
             if fault.drop_watch_after is not None:
                 drop_after = fault.drop_watch_after
+                reset = reset or fault.reset
             if fault.status:
                 message = fault.message or {
                     429: "Too many requests, please try again later.",
@@ -255,7 +263,7 @@ class ApiApp:
             return
         assert user is not None
         if watch:
-            await self._watch(request, response, target, receive, drop_after)
+            await self._watch(request, response, target, receive, drop_after, reset)
             return
         wrote = await self._resource(request, response, target, user, receive)
         if wrote:
@@ -638,7 +646,7 @@ class ApiApp:
     # -- watch -----------------------------------------------------------------------------------------------
 
     async def _watch(self, request: Request, response: Response, target: Target, receive: Any,
-                     drop_after: int | None) -> None:
+                     drop_after: int | None, reset: bool = False) -> None:
         rtype = target.rtype
         reqs = parse_label_selector(request.param("labelSelector"))
         field_selector = request.param("fieldSelector")
@@ -685,6 +693,7 @@ class ApiApp:
         listener = asyncio.create_task(listen())
         deadline = time.monotonic() + timeout if timeout else None
         sent = 0
+        dropped = False
         next_bookmark = time.monotonic() + self.cluster.bookmark_interval
         try:
             await response.start(200, "application/json", [("transfer-encoding", "chunked")])
@@ -721,10 +730,12 @@ class ApiApp:
                     send_initial = False
                 for line in batch:
                     if drop_after is not None and sent >= drop_after:
-                        return
+                        break
                     await response.chunk(line)
                     sent += 1
                 if drop_after is not None and sent >= drop_after:
+                    if reset:
+                        raise DroppedConnection
                     return
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
@@ -746,10 +757,13 @@ class ApiApp:
                     except TimeoutError:
                         pass
                     wake.clear()
+        except DroppedConnection:
+            dropped = True
+            raise
         finally:
             unsubscribe()
             listener.cancel()
-            if response.started:
+            if response.started and not dropped:
                 try:
                     await response.chunk(b"", more=False)
                 except Exception:  # the client is gone
@@ -1029,7 +1043,9 @@ class ServerThread:
             from tau_testing.sim.tls import make_certificates
 
             ssl_options = make_certificates(self.cluster)
-        config = uvicorn.Config(self.app, lifespan="off", log_level="error", access_log=False, ws="none",
+        # "critical": the only exceptions reaching uvicorn are injected connection drops (the app answers every
+        # other error itself and prints unexpected ones)
+        config = uvicorn.Config(self.app, lifespan="off", log_level="critical", access_log=False, ws="none",
                                 timeout_graceful_shutdown=1, timeout_keep_alive=30, **ssl_options)
         self._server = uvicorn.Server(config)
 
