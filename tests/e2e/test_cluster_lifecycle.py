@@ -576,3 +576,47 @@ def test_status_and_logs_of_a_job_submitted_outside_taugrid(taugrid_cluster: Tau
     assert tau_cli("run", "logs", "plain", *NS, "-c", "work").stdout.splitlines() == ["external output"]
     assert "plain" not in tau_cli("run", "list", *NS).stdout
     assert "plain" in tau_cli("run", "list", *NS, "--include-external").stdout
+
+
+def test_watch_redraws_in_place_on_a_terminal(taugrid_factory, tau_env, tau_cli, repo: Path) -> None:
+    import os
+    import pty
+    import select
+    import sys
+    import time
+
+    scenario = taugrid_factory(clock="real", time_scale=10)
+    scripts_of(scenario.cluster).add({"job-name": "tty"}, PodScript(pull_seconds=30, run_seconds=600))
+    write_target(repo, "tty")
+    assert tau_cli("run", "tty", *NS).exit_code == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}
+    env.update({k: v for k, v in tau_env.items() if v is not None})
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", "from tau_core.cli import main; main()", "run", "status", "tty",
+                             *NS, "--watch", "--interval", "0.1s"], env=env, cwd=repo, stdin=secondary,
+                            stdout=secondary, stderr=secondary, close_fds=True)
+    os.close(secondary)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([primary], [], [], 0.5)
+            if ready:
+                try:
+                    data = os.read(primary, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(primary)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert code == 0, text
+    assert text.count("\x1b[H\x1b[2J") >= 2  # every frame redraws the screen
+    assert "watching aurora/tty every 0.1s" in text and "[x] Ready" in text
