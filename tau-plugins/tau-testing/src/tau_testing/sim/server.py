@@ -82,7 +82,7 @@ class Target:
     subresource: str | None
 
 
-class DroppedConnection(Exception):  # noqa: N818 - it is an event, not an error
+class DroppedConnection(Exception):
     """Raised through uvicorn on purpose: the server closes the connection mid-response (an injected fault)."""
 
 
