@@ -529,6 +529,10 @@ def test_lifecycle_verbs_use_the_repository_connection(taugrid_cluster: TauGridS
     assert r.exit_code == 0 and r.stdout.splitlines() == ["via connection"], r
     r = tau_cli("run", "list", "-o", "json")
     assert [d["name"] for d in json.loads(r.stdout)] == ["conn"]
+    r = tau_cli("run", "status", "conn", "--diagnostic-hints")
+    hints = [line for line in r.stdout.splitlines() if "kubectl logs conn-" in line]
+    assert hints and "--context tau-sim-researcher --kubeconfig " in hints[0]
+    assert "/kubeconfigs/" in hints[0]  # the connection's isolated kubeconfig, not the ambient one
 
 
 def test_watch_survives_dropped_watches_and_503s(taugrid_factory, tau_cli, repo: Path) -> None:

@@ -20,6 +20,7 @@ import os
 import posixpath
 import re
 import secrets
+import shlex
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -294,7 +295,7 @@ class KubernetesBackend:
             "retry_reason": ann.get(RETRY_REASON),
             "pods": [_pod_summary(p) for p in snap.pods],
             "workloads": [_meta(w).get("name") for w in snap.workloads],
-            "diagnostic_commands": diagnostic_commands(snap, context),
+            "diagnostic_commands": diagnostic_commands(snap, context, self.kubeconfig),
         }
         return st
 
@@ -1332,10 +1333,14 @@ def _pod_summary(pod: Obj) -> dict[str, Any]:
     }
 
 
-def diagnostic_commands(snap: Snapshot, context: str) -> list[str]:
-    """kubectl commands scoped to this run's namespace, context and pods (the user runs them)."""
-    paths = kubeconfig_paths()
-    kc = f" --kubeconfig {paths[0]}" if len(paths) == 1 and os.environ.get("KUBECONFIG") else ""
+def diagnostic_commands(snap: Snapshot, context: str, kubeconfig: str | None = None) -> list[str]:
+    """kubectl commands scoped to this run's namespace, context and pods (the user runs them).
+
+    The kubeconfig is named when it is not kubectl's default: the workspace connection's isolated
+    kubeconfig, or ``KUBECONFIG`` when it names exactly one file."""
+    paths = kubeconfig_paths(kubeconfig)
+    named = kubeconfig or (os.environ.get("KUBECONFIG") and len(paths) == 1)
+    kc = f" --kubeconfig {shlex.quote(str(paths[0]))}" if named else ""
     scope = f"-n {snap.namespace} --context {context}{kc}"
     cmds: list[str] = []
     if snap.kind == "Job":
