@@ -222,26 +222,32 @@ def _out_schema() -> dict[str, Any]:
 def _segments(data: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Number the contiguous blocks of one series (``_seg``) and describe each block.
 
-    ``run_id`` and ``metric_name`` are categorical, so a block boundary is an integer compare.
+    ``run_id`` and ``metric_name`` are categorical, so block boundaries come from integer codes;
+    the block table is built from run lengths and gathers, without a group-by over the rows.
     """
     import polars as pl
 
-    pair = (pl.col("run_id").to_physical().cast(pl.Int64) * (1 << 32)
-            + pl.col("metric_name").to_physical().cast(pl.Int64))
-    data = data.with_columns(pair.rle_id().cast(pl.Int64).alias("_seg")).with_columns(pl.col("_seg").set_sorted())
-    segs = data.group_by("_seg", maintain_order=True).agg(
-        pl.col("run_id").first(), pl.col("metric_name").first(),
-        pl.col("step").first().alias("_first"), pl.col("step").last().alias("_last"),
-        pl.len().cast(pl.Int64).alias("_n"),
-    )
+    pair = pl.struct(pl.col("run_id").to_physical().alias("r"), pl.col("metric_name").to_physical().alias("m"))
+    data = data.with_columns(pair.rle_id().set_sorted().alias("_seg"))
+    lengths = data.select(pair.rle().struct.field("len").cast(pl.Int64)).to_series()
+    starts = lengths.cum_sum() - lengths
+    ends = starts + lengths - 1
+    step = data["step"]
+    segs = pl.DataFrame({
+        "_seg": pl.int_range(len(lengths), dtype=pl.UInt32, eager=True),
+        "run_id": data["run_id"].gather(starts),
+        "metric_name": data["metric_name"].gather(starts),
+        "_first": step.gather(starts),
+        "_last": step.gather(ends),
+        "_n": lengths,
+        "_start": starts,
+    })
     # A block whose steps do not strictly increase (a repeated or earlier step) needs sorting.
-    unordered = data.select(
-        pl.col("_seg").filter((pl.col("step").diff() <= 0) & (pl.col("_seg").diff() == 0)).unique()
-    ).to_series()
-    segs = segs.with_columns(
-        (pl.col("_n").cum_sum() - pl.col("_n")).alias("_start"),
-        pl.col("_seg").is_in(unordered.implode()).alias("_unordered"),
-    )
+    # Steps drop at most block starts, so only the few non-increasing rows are inspected.
+    drops = data.select((pl.col("step").diff() <= 0).arg_true()).to_series()
+    inner = drops.filter(~drops.is_in(starts.implode()))
+    unordered = data["_seg"].gather(inner).unique()
+    segs = segs.with_columns(pl.col("_seg").is_in(unordered.implode()).alias("_unordered"))
     return data, segs
 
 
@@ -312,10 +318,9 @@ def downsample_runs(frame: pl.DataFrame, budget: int, run_of: dict[str, str] | N
                 .then(pl.int_range(pl.len(), dtype=pl.Int64) - pl.lit(segs["_start"]).gather(seg))
                 .otherwise(by_step)
             )
-        keyed = (
-            data.lazy().select((seg * width + bucket).alias("_key"), "value").collect()
-            .with_columns(pl.col("_key").set_sorted())
-        )
+        keyed = data.lazy().select(
+            (seg.cast(pl.Int64) * width + bucket).set_sorted().alias("_key"), "value"
+        ).collect()
         # Groups are contiguous slices in step order: arg_min / arg_max pick the smallest step on ties.
         grouped = keyed.group_by("_key", maintain_order=True).agg(
             pl.col("value").arg_min().alias("_amin"), pl.col("value").arg_max().alias("_amax"),
