@@ -38,6 +38,7 @@ from tau_core.kube import (
     api_path,
     kubeconfig_paths,
 )
+from tau_core.kube import run as run_async
 from tau_core.lifecycle.base import (
     ArtifactListing,
     FailureReason,
@@ -170,7 +171,7 @@ class KubernetesBackend:
                 self.last_context = session.context
                 await session.close()
 
-        return asyncio.run(main())
+        return run_async(main)
 
     # -- targeting --------------------------------------------------------------------------
     async def resolve(self, session: KubeSession, ref: RunRef) -> ResolvedTarget:
