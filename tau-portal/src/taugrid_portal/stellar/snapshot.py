@@ -46,6 +46,7 @@ LOWER_IS_BETTER = ("loss", "error", "err", "perplexity", "ppl", "mse", "mae", "r
 # so that 100 runs x 10 metrics still gives a page of a few megabytes.
 PAGE_POINT_BUDGET = 200_000
 MIN_SERIES_BUDGET = 64
+BATCH_POINTS = 1_000_000
 COMMAND = "taugrid-portal experiment"
 
 
@@ -294,9 +295,30 @@ def all_charts(
     budget: int,
     colors: dict[str, str],
 ) -> list[dict[str, Any]]:
-    """Every metric's chart from one read of the metric files (the dashboard path)."""
-    points, run_of = load_points(store, run_ids)
-    sampled = _rounded(downsample.downsample_runs(points, budget, run_of))
+    """Every metric's chart from one read of the metric files (the dashboard path).
+
+    Runs are processed in batches of about :data:`BATCH_POINTS` points (every file of a run in
+    the same batch), which keeps the working set small: less memory traffic, same result.
+    """
+    import polars as pl
+
+    sizes: dict[str, int] = {rid: 0 for rid in run_ids}
+    for f in store.metric_files(list(run_ids)):
+        if f.get("run_id") in sizes:
+            sizes[f["run_id"]] += int(f.get("row_count") or 0)
+    batches: list[list[str]] = [[]]
+    total = 0
+    for rid in run_ids:
+        if batches[-1] and total + sizes[rid] > BATCH_POINTS:
+            batches.append([])
+            total = 0
+        batches[-1].append(rid)
+        total += sizes[rid]
+    frames = []
+    for batch in batches:
+        points, run_of = load_points(store, batch)
+        frames.append(downsample.downsample_runs(points, budget, run_of))
+    sampled = _rounded(pl.concat(frames))
     by_metric: dict[str, dict[str, dict[str, Any]]] = {m: {} for m in metrics}
     for row in sampled.iter_rows(named=True):
         rows = by_metric.get(row["metric_name"])
