@@ -401,3 +401,19 @@ def test_flavor_mismatch_is_explained_at_admission(grid) -> None:  # type: ignor
     admission = backend.status(RunRef("mismatch", namespace=NAMESPACE)).phases[1]
     assert admission.state == "active" and "doesn't match node affinity" in admission.detail
     assert "ResourceFlavor" in (admission.hint or "")
+
+
+def test_backend_works_inside_a_running_event_loop(grid) -> None:  # type: ignore[no-untyped-def]
+    """A notebook or an async host: status and logs still work."""
+    import asyncio
+
+    scenario, backend = grid
+    scripts_of(scenario.cluster).add({"app": "nb"}, PodScript(run_seconds=2, logs=["from a notebook"]))
+
+    async def notebook() -> tuple[bool, list[str]]:
+        backend.submit(request(job("nb")))
+        scenario.cluster.advance(5)
+        st = backend.status(RunRef("nb", namespace=NAMESPACE))
+        return st.succeeded, list(backend.logs(RunRef("nb", namespace=NAMESPACE), LogOptions()))
+
+    assert asyncio.run(notebook()) == (True, ["from a notebook"])

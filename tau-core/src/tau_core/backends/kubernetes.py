@@ -1441,7 +1441,50 @@ T = TypeVar("T")
 
 
 def _iterate(factory: Callable[..., AsyncGenerator[T, None]], *args: Any) -> Iterator[T]:
-    """Drive an async generator from synchronous code, one item at a time."""
+    """Drive an async generator from synchronous code, one item at a time.
+
+    From a thread that already runs an event loop (a notebook), the generator runs on a private
+    loop in a worker thread instead."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        yield from _iterate_here(factory, *args)
+        return
+    yield from _iterate_in_thread(factory, *args)
+
+
+def _iterate_in_thread(factory: Callable[..., AsyncGenerator[T, None]], *args: Any) -> Iterator[T]:
+    import queue
+    import threading
+
+    items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=64)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in _iterate_here(factory, *args):
+                items.put(("item", item))
+                if stop.is_set():
+                    break
+        except BaseException as exc:
+            items.put(("error", exc))
+        items.put(("end", None))
+
+    thread = threading.Thread(target=work, name="tau-kube-iter", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+
+
+def _iterate_here(factory: Callable[..., AsyncGenerator[T, None]], *args: Any) -> Iterator[T]:
     loop = asyncio.new_event_loop()
     agen = factory(*args)
     try:
