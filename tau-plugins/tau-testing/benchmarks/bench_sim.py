@@ -71,16 +71,22 @@ LOAD = textwrap.dedent("""
 """)
 
 
-def get_throughput() -> tuple[float, dict[str, int]]:
+def get_throughput(user: str = "admin") -> tuple[float, dict[str, int]]:
+    """GET requests/s for ``user`` (admin bypasses RBAC; alice is authorized by a RoleBinding)."""
     from tau_testing.sim import SimCluster
 
     cluster = SimCluster()
     cluster.store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bench", "namespace":
                                                                                  "default"}, "data": {"k": "v"}})
+    cluster.store.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                          "metadata": {"name": "alice-view", "namespace": "default"},
+                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                      "name": "view"},
+                          "subjects": [{"kind": "User", "name": "alice"}]})
     cluster.start()
     try:
         url = f"{cluster.url}/api/v1/namespaces/default/configmaps/bench"
-        out = subprocess.run([sys.executable, "-c", LOAD, url, cluster.tokens["admin"], str(LOAD_SECONDS)],
+        out = subprocess.run([sys.executable, "-c", LOAD, url, cluster.tokens[user], str(LOAD_SECONDS)],
                              capture_output=True, text=True, check=True)
         rate_text, counts_text = out.stdout.strip().split(" ", 1)
         return float(rate_text), json.loads(counts_text)
@@ -121,6 +127,9 @@ def main() -> int:
     print(f"sim-startup-fresh-process (import + start): {fresh * 1000:.1f} ms (target < 1000 ms)")
     rate, counts = get_throughput()
     print(f"sim-get-throughput: {rate:.0f} requests/s (target >= 500 requests/s; statuses {counts})")
+    rbac_rate, rbac_counts = get_throughput("alice")
+    print(f"sim-get-throughput-rbac-user: {rbac_rate:.0f} requests/s (RBAC evaluated per request; "
+          f"statuses {rbac_counts})")
     mib, seconds = memory_with_objects()
     print(f"sim-rss-10000-pods: {mib:.1f} MiB (created in {seconds:.2f} s)")
     ok = later < 1.0 and fresh < 1.0 and rate >= 500
