@@ -1084,3 +1084,18 @@ def test_dropped_watch_connection_is_cut_mid_stream(cluster):
             assert again == ["a", "b"]
 
     run(go())
+
+
+def test_kubernetes_asyncio_verifies_the_generated_ca(sim_cluster_factory):
+    cluster = sim_cluster_factory(controllers=False, tls=True)
+    assert cluster.url.startswith("https://127.0.0.1:")
+
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster, "alice") as api:
+            review = await client.AuthenticationV1Api(api).create_self_subject_review({})
+            assert review.status.user_info.username == "alice"
+            assert "team-a" in review.status.user_info.groups
+
+    run(go())
