@@ -500,12 +500,14 @@ def _transition_at(record: dict[str, Any], state: str) -> str | None:
 
 def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) -> RunStatus:
     state = str(record.get("state"))
-    terminal = state in TERMINAL
     attempts = record.get("attempts") or []
     max_attempts = int(record.get("max_attempts") or 1)
     attempt = int(record.get("attempt") or len(attempts) or 1)
     sup = record.get("supervisor") or {}
     sup_alive = bool(sup.get("pid")) and oom.alive(sup.get("pid"), sup.get("start_ticks"))
+    # over once the process ended *and* its evidence is written (or nobody is left to write it), so
+    # `tau run status --watch` and other watchers end with the Evidence phase settled
+    terminal = state in TERMINAL and (bool(record.get("evidence_done")) or not sup_alive)
     name = run.run_id
     phases: list[Phase] = [Phase("Submitted", "done", f"local run {name} registered",
                                  elapsed_seconds=_elapsed(record.get("created_at"), _transition_at(record, "Started")))]
