@@ -56,10 +56,13 @@ def load_crd_documents(directory: Path) -> list[dict[str, Any]]:
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
             docs = []
             for path in files:
-                with path.open() as handle:
-                    for doc in yaml.load_all(handle, Loader=loader):
-                        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                            docs.append(doc)
+                try:
+                    with path.open() as handle:
+                        for doc in yaml.load_all(handle, Loader=loader):
+                            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                                docs.append(doc)
+                except yaml.YAMLError as exc:
+                    raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
             try:
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 tmp = cache.with_suffix(f".{os.getpid()}.tmp")
