@@ -247,3 +247,14 @@ def test_dependent_of_a_vanished_owner_is_collected():
     owner = store.create(cm("owner"))
     store.create(cm("child", ownerReferences=[{**ref, "name": "owner", "uid": owner["metadata"]["uid"]}]))
     assert store.get("v1", "ConfigMap", "default", "child") is not None
+
+
+def test_deleting_a_pod_drops_its_logs():
+    cluster = SimCluster(preload_crds=False)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    cluster.store.create(pod)
+    cluster.logs.append("default", "p", "main", "first life")
+    cluster.store.delete("v1", "Pod", "default", "p")
+    cluster.store.create(pod)
+    assert cluster.logs.read("default", "p", "main") == []

@@ -104,6 +104,8 @@ class SimCluster:
         self.store = Store(self.clock)
         self.store.kubernetes_version = kubernetes_version
         self.logs = LogBook(self.clock)
+        # a deleted pod's logs go with it (a new pod of the same name starts with empty logs)
+        self.store._subscribe(self._forget_pod_logs, raw=True)
         self.controllers: OrderedDict[str, Any] = OrderedDict()
         self.faults = FaultInjector()
         self.requests = RequestLog()
@@ -131,6 +133,11 @@ class SimCluster:
         self.kubeconfig_path: Path | None = None
         self._tmpdir: Any = None
         self.settle_errors: list[BaseException] = []
+
+    def _forget_pod_logs(self, event_type: str, obj: dict[str, Any], old: Any = None) -> None:
+        if event_type == "DELETED" and obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1":
+            meta = obj["metadata"]
+            self.logs.forget(meta.get("namespace", ""), meta["name"])
 
     # -- setup -----------------------------------------------------------------------------------------------
 
