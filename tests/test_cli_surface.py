@@ -60,6 +60,7 @@ def _portal_commands() -> list[tuple[str, ...]]:
 @pytest.mark.parametrize("path", _portal_commands(), ids=lambda p: " ".join(("taugrid-portal", *p)))
 def test_help_succeeds_for_every_portal_command(path):
     from click.testing import CliRunner
+
     from taugrid_portal.cli import cli as portal
 
     result = CliRunner().invoke(portal, [*path, "--help"])

@@ -8,12 +8,12 @@ def make_user(rng: random.Random, interests: int, dim: int) -> list[list[float]]
 
 
 def score(user: list[list[float]], item: list[float]) -> float:
-    return max(sum(a * b for a, b in zip(vec, item)) for vec in user)
+    return max(sum(a * b for a, b in zip(vec, item, strict=True)) for vec in user)
 
 
 def recall_at_k(users: list[list[list[float]]], items: list[list[float]], positives: list[int], k: int) -> float:
     hits = 0
-    for user, positive in zip(users, positives):
+    for user, positive in zip(users, positives, strict=True):
         ranked = sorted(range(len(items)), key=lambda i: -score(user, items[i]))
         hits += positive in ranked[:k]
     return hits / max(1, len(users))
