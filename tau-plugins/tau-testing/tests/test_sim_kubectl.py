@@ -290,3 +290,14 @@ def test_get_watch_prints_table_rows(kubectl, cluster):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_cordon_and_drain_evict_pods(kubectl, cluster):
+    cluster.store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    cluster.store.create(pod("bound", nodeName="node-1"))
+    kubectl("cordon", "node-1")
+    assert cluster.store.get("v1", "Node", None, "node-1")["spec"]["unschedulable"] is True
+    result = kubectl("drain", "node-1", "--force", "--timeout=30s")
+    assert "pod/bound evicted" in result.stdout + result.stderr
+    assert cluster.store.get("v1", "Pod", "default", "bound") is None

@@ -27,6 +27,10 @@ RESOURCE_ATTRS = {1: ("namespace", "string"), 2: ("verb", "string"), 3: ("group"
                   4: ("version", "string"), 5: ("resource", "string"), 6: ("subresource", "string"),
                   7: ("name", "string")}
 NON_RESOURCE_ATTRS = {1: ("path", "string"), 2: ("verb", "string")}
+DELETE_OPTIONS = {1: ("gracePeriodSeconds", "int"), 2: ("preconditions", {1: ("uid", "string"),
+                                                                         2: ("resourceVersion", "string")}),
+                  3: ("orphanDependents", "bool"), 4: ("propagationPolicy", "string"),
+                  5: ("dryRun", ("repeated", "string"))}
 SCHEMAS: dict[str, dict[int, tuple[str, Any]]] = {
     "Namespace": {1: ("metadata", OBJECT_META), 2: ("spec", {1: ("finalizers", ("repeated", "string"))})},
     "ConfigMap": {1: ("metadata", OBJECT_META), 2: ("data", ("map", "string")), 3: ("binaryData", ("map", "bytes")),
@@ -41,10 +45,10 @@ SCHEMAS: dict[str, dict[int, tuple[str, Any]]] = {
         3: ("user", "string"), 4: ("groups", ("repeated", "string")), 6: ("uid", "string")})},
     "SelfSubjectRulesReview": {1: ("metadata", OBJECT_META), 2: ("spec", {1: ("namespace", "string")})},
     "SelfSubjectReview": {1: ("metadata", OBJECT_META)},
-    "DeleteOptions": {1: ("gracePeriodSeconds", "int"), 2: ("preconditions", {1: ("uid", "string"),
-                                                                            2: ("resourceVersion", "string")}),
-                      3: ("orphanDependents", "bool"), 4: ("propagationPolicy", "string"),
-                      5: ("dryRun", ("repeated", "string"))},
+    "DeleteOptions": DELETE_OPTIONS,
+    "Eviction": {1: ("metadata", OBJECT_META), 2: ("deleteOptions", DELETE_OPTIONS)},
+    "Binding": {1: ("metadata", OBJECT_META), 2: ("target", {1: ("kind", "string"), 2: ("namespace", "string"),
+                                                            3: ("name", "string")})},
 }
 
 
