@@ -51,16 +51,16 @@ def test_classification_rules() -> None:
     assert c(-signal.SIGTERM, cancelled=True, oom_killed=False, memory_error=False, limit=None, peak_rss=0)[0] == \
         "Cancelled"
     assert c(-signal.SIGKILL, cancelled=False, oom_killed=True, memory_error=False, limit=limit,
-             peak_rss=2 * limit)[1] is FailureReason.OOM_KILLED
-    assert c(1, cancelled=False, oom_killed=False, memory_error=True, limit=limit, peak_rss=0)[1] is \
+             peak_rss=2 * limit)[1] == FailureReason.OOM_KILLED
+    assert c(1, cancelled=False, oom_killed=False, memory_error=True, limit=limit, peak_rss=0)[1] == \
         FailureReason.OOM_KILLED
     # a MemoryError without any configured limit is the application's own failure
-    assert c(1, cancelled=False, oom_killed=False, memory_error=True, limit=None, peak_rss=0)[1] is \
+    assert c(1, cancelled=False, oom_killed=False, memory_error=True, limit=None, peak_rss=0)[1] == \
         FailureReason.UNKNOWN
     assert c(-signal.SIGKILL, cancelled=False, oom_killed=False, memory_error=False, limit=limit,
-             peak_rss=int(0.95 * limit))[1] is FailureReason.OOM_KILLED
+             peak_rss=int(0.95 * limit))[1] == FailureReason.OOM_KILLED
     assert c(-signal.SIGTERM, cancelled=False, oom_killed=False, memory_error=False, limit=None,
-             peak_rss=0)[1] is FailureReason.PREEMPTED
+             peak_rss=0)[1] == FailureReason.PREEMPTED
     state, reason, message = c(3, cancelled=False, oom_killed=False, memory_error=False, limit=None, peak_rss=0)
     assert (state, reason, message) == ("Failed", FailureReason.UNKNOWN, "exit code 3")
 

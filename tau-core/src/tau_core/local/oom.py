@@ -21,7 +21,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tau_core.lifecycle.base import FailureReason
+# FailureReason values (tau_core.lifecycle.base.FailureReason); plain strings keep the supervisor's
+# start free of the dataclass-heavy lifecycle module.
+COMPLETED, OOM_KILLED, PREEMPTED, UNKNOWN = "Completed", "OOMKilled", "Preempted", "Unknown"
 
 ADDRESS_SPACE_HEADROOM = 512 * 1024 * 1024
 
@@ -140,7 +142,7 @@ PREEMPTING_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
 def classify_exit(returncode: int, *, cancelled: bool, oom_killed: bool, memory_error: bool,
-                  limit: int | None, peak_rss: int) -> tuple[str, FailureReason, str]:
+                  limit: int | None, peak_rss: int) -> tuple[str, str, str]:
     """``(state, reason, message)`` for one finished attempt.
 
     * exit 0 -> ``Succeeded`` / ``Completed``;
@@ -151,27 +153,27 @@ def classify_exit(returncode: int, *, cancelled: bool, oom_killed: bool, memory_
     * anything else -> ``Unknown`` (an application failure: read the logs).
     """
     if returncode == 0 and not oom_killed:
-        return "Succeeded", FailureReason.COMPLETED, "exit code 0"
+        return "Succeeded", COMPLETED, "exit code 0"
     if cancelled:
-        return "Cancelled", FailureReason.UNKNOWN, "cancelled through tau run cancel"
+        return "Cancelled", UNKNOWN, "cancelled through tau run cancel"
     described = describe_returncode(returncode)
     if oom_killed:
-        return "Failed", FailureReason.OOM_KILLED, (
+        return "Failed", OOM_KILLED, (
             f"OOMKilled: resident memory {format_bytes(peak_rss)} exceeded the limit "
             f"{format_bytes(limit or 0)}; {described}")
     if limit and memory_error:
-        return "Failed", FailureReason.OOM_KILLED, (
+        return "Failed", OOM_KILLED, (
             f"OOMKilled: the process ran out of memory under the limit {format_bytes(limit)} (MemoryError); "
             f"{described}")
     if returncode < 0:
         sig = -returncode
         if sig == signal.SIGKILL and limit and peak_rss >= 0.9 * limit:
-            return "Failed", FailureReason.OOM_KILLED, (
+            return "Failed", OOM_KILLED, (
                 f"OOMKilled: killed by SIGKILL with resident memory {format_bytes(peak_rss)} near the limit "
                 f"{format_bytes(limit)}")
         if sig in PREEMPTING_SIGNALS:
-            return "Failed", FailureReason.PREEMPTED, f"Preempted: {described} from outside tau"
-    return "Failed", FailureReason.UNKNOWN, described
+            return "Failed", PREEMPTED, f"Preempted: {described} from outside tau"
+    return "Failed", UNKNOWN, described
 
 
 def describe_returncode(returncode: int) -> str:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tau_core.local import oom, publish
+from tau_core.local import oom
 from tau_core.local.registry import RunDir, now_iso
 
 TICK = 0.05
@@ -232,8 +232,10 @@ class Supervisor:
                                                    memory_error=memory_error, limit=limit, peak_rss=peak)
         info.update(finished_at=now_iso(), exit_code=returncode if returncode >= 0 else None,
                     signal=signal.Signals(-returncode).name if returncode < 0 and -returncode in signal.valid_signals()
-                    else None, peak_rss=peak, state=state, reason=reason.value, message=message)
+                    else None, peak_rss=peak, state=state, reason=reason, message=message)
         if state == "Succeeded" and staging is not None and publication_id:
+            from tau_core.local import publish
+
             try:
                 names = publish.publish(staging, output, publication_id)
                 where = publish.generation_dir(output, publication_id)
