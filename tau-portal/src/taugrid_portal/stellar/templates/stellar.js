@@ -34,10 +34,8 @@
   }
 
   // Text the run filter matches against, per run (id, group, lifecycle and state).
+  // Filled once the run table is parsed (this script runs before it, to draw charts sooner).
   var searchText = new Map();
-  document.querySelectorAll("#run-table tbody tr[data-run]").forEach(function (row) {
-    searchText.set(row.getAttribute("data-run"), row.getAttribute("data-search").toLowerCase());
-  });
 
   function matches(runId) {
     if (!state.filter) return true;
@@ -280,13 +278,6 @@
       state.filter = e.target.value.trim().toLowerCase();
       applyVisibility();
     });
-    document.querySelectorAll(".run-toggle").forEach(function (box) {
-      box.addEventListener("change", function () {
-        var id = box.getAttribute("data-run");
-        if (box.checked) state.unchecked.delete(id); else state.unchecked.add(id);
-        applyVisibility();
-      });
-    });
     document.getElementById("metric-filter").addEventListener("input", function (e) {
       var needle = e.target.value.trim().toLowerCase();
       charts.forEach(function (chart) {
@@ -333,11 +324,31 @@
       }, 100);
     });
 
+    // The run table comes after this script in the page: wire it once it has been parsed.
+    var tableReady = false, chartsReady = false;
+    function wireRunTable() {
+      document.querySelectorAll("#run-table tbody tr[data-run]").forEach(function (row) {
+        searchText.set(row.getAttribute("data-run"), row.getAttribute("data-search").toLowerCase());
+      });
+      document.querySelectorAll(".run-toggle").forEach(function (box) {
+        box.addEventListener("change", function () {
+          var id = box.getAttribute("data-run");
+          if (box.checked) state.unchecked.delete(id); else state.unchecked.add(id);
+          applyVisibility();
+        });
+      });
+      tableReady = true;
+      api.ready = chartsReady;
+      if (state.filter) applyVisibility();
+    }
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wireRunTable);
+    else wireRunTable();
+
     // Draw the first chart now and the rest one per task, so the first paint is not held back
     // by charts further down the page.
     var i = 0;
     function next() {
-      if (i >= charts.length) { api.ready = true; return; }
+      if (i >= charts.length) { chartsReady = true; api.ready = tableReady; return; }
       try { build(charts[i]); } catch (err) { api.errors.push(String(err)); note(charts[i], "Chart failed: " + err); }
       i++;
       setTimeout(next, 0);
