@@ -165,7 +165,7 @@ def render_html(snapshot: dict[str, Any], *, series_path: str = "") -> str:
         "form-action 'none'",
     ])
     template = _environment().get_template("stellar.html.j2")
-    return template.render(
+    page: str = template.render(
         snapshot=_view(snapshot),
         snapshot_json=markupsafe.Markup(json_for_script(snapshot)),
         uplot_js=markupsafe.Markup(uplot_js),
@@ -177,3 +177,4 @@ def render_html(snapshot: dict[str, Any], *, series_path: str = "") -> str:
         version=__version__,
         uplot_version=assets["version"],
     )
+    return page

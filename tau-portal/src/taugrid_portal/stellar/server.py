@@ -72,7 +72,9 @@ class SnapshotCache:
         self.entries: dict[tuple[Any, ...], tuple[Any, dict[str, Any], dict[str, Any]]] = {}
         self.lock = threading.Lock()
 
-    def get(self, store: Any, key: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> tuple[dict, dict]:
+    def get(
+        self, store: Any, key: tuple[Any, ...], build: Callable[[], dict[str, Any]]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         version = store.query("PRAGMA data_version")[0]["data_version"]
         with self.lock:
             hit = self.entries.get(key)
@@ -140,8 +142,8 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
         return cache.get(s, (target, metric, max_points),
                          lambda: build_snapshot(s, target, metric=metric, max_points=max_points))
 
-    def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
-        def endpoint(request: Request) -> Response:
+    def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        def endpoint(request: Request) -> Any:
             try:
                 return handler(request)
             except NotFoundError as exc:
@@ -166,7 +168,7 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
             raise UsageError(f"{name} query parameter is required")
         return value
 
-    def index(request: Request) -> Response:
+    def index(request: Request) -> Any:
         if default_target:
             from urllib.parse import urlencode
 
@@ -174,7 +176,7 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
         return JSONResponse({"service": "tau.exp.stellar", "store_path": str(root), "source": "local",
                              "read_only": True, "endpoints": ENDPOINTS})
 
-    def healthz(request: Request) -> Response:
+    def healthz(request: Request) -> Any:
         try:
             s = store()
             s.query("SELECT 1 AS ok")
@@ -183,19 +185,19 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
                                 status_code=503)
         return JSONResponse({"ok": True, "store_path": str(root), "source": "local"})
 
-    def page(request: Request) -> Response:
+    def page(request: Request) -> Any:
         snap, rendered = cached_snapshot(request)
         if "html" not in rendered:
             rendered["html"] = render_html(snap, series_path="/api/stellar/series")
         return HTMLResponse(rendered["html"], headers={"Cache-Control": "no-store"})
 
-    def snapshot(request: Request) -> Response:
+    def snapshot(request: Request) -> Any:
         snap, rendered = cached_snapshot(request)
         if "json" not in rendered:
             rendered["json"] = to_json(snap, indent=None)
         return Response(rendered["json"], media_type="application/json", headers={"Cache-Control": "no-store"})
 
-    def series(request: Request) -> Response:
+    def series(request: Request) -> Any:
         target = required(request, "target")
         metric = required(request, "metric")
         params = request.query_params
@@ -210,7 +212,7 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
         return Response(to_json(detail, indent=None), media_type="application/json",
                         headers={"Cache-Control": "no-store"})
 
-    async def http_error(request: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Any:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
             return _error(405, "METHOD_NOT_ALLOWED", "this Stellar server is read-only; use GET")

@@ -333,7 +333,9 @@ def all_charts(
     return [_assemble_chart(m, run_ids, by_metric[m], budget, colors) for m in metrics]
 
 
-def _cards(metrics: Sequence[str], runs: Sequence[Any], summaries: dict[tuple[str, str], dict[str, Any]]) -> list:
+def _cards(
+    metrics: Sequence[str], runs: Sequence[Any], summaries: dict[tuple[str, str], dict[str, Any]]
+) -> list[dict[str, Any]]:
     cards = []
     for metric in metrics:
         direction = direction_of(metric)
@@ -341,7 +343,7 @@ def _cards(metrics: Sequence[str], runs: Sequence[Any], summaries: dict[tuple[st
         for run in runs:
             s = summaries.get((run.run_id, metric))
             value = _finite(s.get("latest_value")) if s else None
-            if value is None:
+            if s is None or value is None:
                 continue
             groups.setdefault(run.run_group_id, []).append((run.run_id, value, s.get("latest_step")))
         rows = []
