@@ -137,6 +137,9 @@ def imports(session: nox.Session) -> None:
         + "".join(f"    {p}\n" for p in plugins)
         + "\n[importlinter:contract:plugins]\nname = plugins never import each other\ntype = independence\n"
         "modules =\n" + "".join(f"    {p}\n" for p in plugins)
+        + "\n[importlinter:contract:schema]\nname = only tests use the schema-check helper\ntype = forbidden\n"
+        "source_modules =\n" + "".join(f"    {p}\n" for p in plugins)
+        + f"forbidden_modules =\n    {core_pkg}.k8s_schema\n"
     )
     session.run("lint-imports", "--config", str(config))
 
