@@ -69,8 +69,10 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
+    # Module scope: Playwright's sync API keeps an event loop running in the main thread while it
+    # is open, which must not leak into unrelated tests collected after the browser tests.
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
