@@ -210,3 +210,22 @@ def test_exact_lookup_ignores_target_names(tmp_path: Path) -> None:
     assert backend.owns("train") and backend.owns(run.name)
     assert backend.owns(run.name, exact=True) and not backend.owns("train", exact=True)
     assert not backend.owns("other")
+
+
+def test_a_submitter_that_died_before_spawning_is_reported_at_once(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tau_core.lifecycle import RunRef
+    from tau_core.local.backend import LocalBackend
+    from tau_core.local.registry import now_iso
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    env = {"TAU_DATA_DIR": str(tmp_path)}
+    run = tmp_path / "runs" / "orphan-1"
+    run.mkdir(parents=True)
+    write_json_atomic(run / "run.json", {"run_id": "orphan-1", "state": "Submitted", "created_at": now_iso(),
+                                         "updated_at": now_iso(), "submitter": {"pid": int(dead.stdout)}})
+    st = LocalBackend(env=env).status(RunRef("orphan-1", "local"))
+    assert st.terminal and "exited before starting it" in st.message

@@ -282,6 +282,25 @@ def test_the_cli_killed_mid_run_leaves_status_and_logs_right(local: Local) -> No
     assert [x for x in local.logs(run) if x.startswith("tick")] == [f"tick {i}" for i in range(10)]
 
 
+def test_the_cli_killed_at_any_point_of_submission_leaves_a_consistent_registry(local: Local) -> None:
+    from tau_core.local.backend import LocalBackend
+
+    project = local.project("print('ran to the end')\n")
+    for delay in (0.05, 0.3, 0.6, 1.0):
+        proc = subprocess.Popen([TAU, "run", "job", "--local"], cwd=project, env=local.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    runs = LocalBackend(env=local.env).list()
+    for summary in runs:  # whatever got registered either runs to completion or says why it never started
+        doc = local.wait(summary.ref.name)
+        if doc["succeeded"]:
+            assert "ran to the end" in local.logs(summary.ref.name)
+        else:
+            assert "exited before starting it" in doc["message"], doc
+
+
 def test_hostile_artifact_paths_are_refused(local: Local, tmp_path: Path) -> None:
     from tau_core.errors import UsageError
 

@@ -107,8 +107,12 @@ class LocalBackend:
         if record.get("state") in TERMINAL:
             return record
         sup = record.get("supervisor") or {}
+        submitter = record.get("submitter") or {}
         if sup.get("pid"):
             lost = not oom.alive(sup.get("pid"), sup.get("start_ticks"))
+        elif not record.get("spawned_at") and submitter.get("pid") and \
+                not oom.alive(submitter.get("pid"), submitter.get("start_ticks")):
+            lost = True  # the submitting tau process died before it started the supervisor
         else:
             created = parse_iso(record.get("updated_at") or record.get("created_at")) or time.time()
             lost = time.time() - created > LOST_AFTER
@@ -116,11 +120,16 @@ class LocalBackend:
             return record
 
         def mark(r: dict[str, Any]) -> None:
-            if r.get("state") in TERMINAL:
-                return
-            detail = (f"the local supervisor (pid {sup.get('pid')}) is gone; the run was interrupted "
-                      "(machine restart or killed supervisor)" if sup.get("pid")
-                      else "the local supervisor never started")
+            if r.get("state") in TERMINAL or (r.get("supervisor") or {}) != sup \
+                    or r.get("spawned_at") != record.get("spawned_at"):
+                return  # the run moved on since it was read
+            if sup.get("pid"):
+                detail = (f"the local supervisor (pid {sup.get('pid')}) is gone; the run was interrupted "
+                          "(machine restart or killed supervisor)")
+            elif not record.get("spawned_at"):
+                detail = "the local supervisor never started: the submitting tau process exited before starting it"
+            else:
+                detail = "the local supervisor never started"
             r["state"] = "Failed"
             # a supervisor that ran and vanished is the local form of a lost node; one that never
             # started is a setup failure
@@ -152,6 +161,7 @@ class LocalBackend:
             "log_path": str(run.log_file), "attempts": [], "max_attempts": max_attempts,
             "memory_limit": plan["memory_limit"], "history": plan["history"],
             "pending": {"attempt": 1},
+            "submitter": {"pid": os.getpid(), "start_ticks": oom.start_ticks(os.getpid())},
         })
         run.log_file.touch()
         self._spawn(run, env)
@@ -166,6 +176,7 @@ class LocalBackend:
                 [sys.executable, "-m", "tau_core.local.supervisor", str(run.path)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(run.path),
                 env=dict(env), start_new_session=True, close_fds=True)
+        run.update(lambda r: r.update(spawned_at=now_iso()))
         # The supervisor forks and its parent exits at once; reap it in the background so the CLI
         # returns without waiting for the supervisor's interpreter to start.  A supervisor that never
         # records "Started" is reported by status after LOST_AFTER seconds (see supervisor.log).
@@ -433,8 +444,10 @@ class LocalBackend:
         def change(r: dict[str, Any]) -> None:
             r["pending"] = pending
             r["state"] = "Submitted"
-            for key in ("reason", "message", "exit_code", "signal", "finished_at", "supervisor", "evidence_done"):
+            for key in ("reason", "message", "exit_code", "signal", "finished_at", "supervisor", "evidence_done",
+                        "spawned_at"):
                 r.pop(key, None)
+            r["submitter"] = {"pid": os.getpid(), "start_ticks": oom.start_ticks(os.getpid())}
             r.setdefault("transitions", []).append({"state": "Submitted", "at": now_iso(), "detail": why})
             r["config_hash"] = plan.get("config_hash") or r.get("config_hash")
 
