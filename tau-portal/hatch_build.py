@@ -2,7 +2,8 @@
 
 The repository holds only our own code. uPlot is declared in ``frontend/package.json``
 (version pinned, integrity pinned in ``frontend/package-lock.json``); this hook runs
-``npm ci`` and copies ``uPlot.iife.min.js``, ``uPlot.min.css`` and uPlot's LICENSE into
+``npm ci`` (or, on a machine without Node.js, downloads the locked tarball from the npm
+registry and checks its integrity) and copies ``uPlot.iife.min.js``, ``uPlot.min.css`` and uPlot's LICENSE into
 ``src/taugrid_portal/stellar/vendor/`` (gitignored). It runs for wheels and for editable
 installs (``pip install -e tau-portal``), and the vendor files are shipped in the wheel as
 build artifacts.
@@ -61,23 +62,53 @@ def _vendor_current(vendor: Path, wanted: str) -> bool:
     return all((vendor / name).is_file() and (vendor / name).stat().st_size > 0 for name in FILES)
 
 
+def _fetch_locked_tarball(frontend: Path, wanted: str, dest: Path) -> Path:
+    """Without npm: download the locked uPlot tarball from the npm registry and check its integrity."""
+    import base64
+    import hashlib
+    import tarfile
+    import urllib.request
+
+    lock = json.loads((frontend / "package-lock.json").read_text(encoding="utf-8"))
+    entry = lock["packages"]["node_modules/uplot"]
+    if entry["version"] != wanted:
+        raise RuntimeError(f"package-lock.json pins uPlot {entry['version']}, package.json wants {wanted}")
+    registry = os.environ.get("npm_config_registry", "https://registry.npmjs.org").rstrip("/")
+    url = entry.get("resolved") or f"{registry}/uplot/-/uplot-{wanted}.tgz"
+    with urllib.request.urlopen(url, timeout=60) as response:
+        data = response.read()
+    algorithm, _, expected = entry["integrity"].partition("-")
+    actual = base64.b64encode(hashlib.new(algorithm, data).digest()).decode()
+    if actual != expected:
+        raise RuntimeError(f"uPlot tarball from {url} does not match its locked integrity")
+    archive = dest / "uplot.tgz"
+    archive.write_bytes(data)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "package"
+
+
 def _install(frontend: Path, vendor: Path, wanted: str, app: Any) -> None:
     npm = shutil.which("npm")
-    if npm is None:
-        raise RuntimeError(
-            "building taugrid-portal needs npm (Node.js) to fetch uPlot for Stellar; "
-            "install Node.js >= 18 (e.g. `apt-get install -y nodejs npm`) and rebuild"
-        )
-    app.display_info(f"stellar: installing uPlot {wanted} with npm ci")
-    modules = frontend / "node_modules"
-    cmd = [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
-    proc = subprocess.run(cmd, cwd=frontend, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"`npm ci` in {frontend} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    package_dir = modules / "uplot"
+    with tempfile.TemporaryDirectory() as scratch:
+        if npm is None:
+            app.display_info(f"stellar: npm not found; fetching the locked uPlot {wanted} tarball")
+            package_dir = _fetch_locked_tarball(frontend, wanted, Path(scratch))
+        else:
+            app.display_info(f"stellar: installing uPlot {wanted} with npm ci")
+            cmd = [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
+            proc = subprocess.run(cmd, cwd=frontend, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                detail = proc.stderr.strip()[-2000:]
+                raise RuntimeError(f"`npm ci` in {frontend} failed ({proc.returncode}): {detail}")
+            package_dir = frontend / "node_modules" / "uplot"
+        _copy_vendor(package_dir, vendor, wanted)
+
+
+def _copy_vendor(package_dir: Path, vendor: Path, wanted: str) -> None:
     installed = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))["version"]
     if installed != wanted:
-        raise RuntimeError(f"npm installed uPlot {installed}, expected the pinned {wanted}")
+        raise RuntimeError(f"got uPlot {installed}, expected the pinned {wanted}")
     vendor.mkdir(parents=True, exist_ok=True)
     # Copy into a temp dir beside vendor/ and move each file in atomically, so an interrupted
     # build never leaves a truncated bundle that looks complete.
