@@ -85,8 +85,11 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "-p", "no:cacheprovider", *session.posargs)
 
 
+_ISOLATED = sorted(n for n in distributions() if n not in {"tau-core", "tau-testing", "tau"})
+
+
 @nox.session(python=PYTHON)
-@nox.parametrize("dist", sorted(n for n in distributions() if n not in {"tau-core", "tau-testing", "tau"}))
+@nox.parametrize("dist", _ISOLATED, ids=_ISOLATED)
 def dist(session: nox.Session, dist: str) -> None:
     """One distribution's own tests, with only it, tau-core and tau-testing installed."""
     dists = distributions()
