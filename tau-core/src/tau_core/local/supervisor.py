@@ -114,11 +114,16 @@ class Supervisor:
     def _start_evidence(self) -> threading.Thread | None:
         if not self.plan.get("history"):
             return None
-        from tau_core.local.evidence import EvidenceBridge
-
-        self.bridge = EvidenceBridge(self.run, self.plan)
 
         def loop() -> None:
+            # imported here, off the path that starts the workload
+            from tau_core.local.evidence import EvidenceBridge
+
+            try:
+                self.bridge = EvidenceBridge(self.run, self.plan)
+            except Exception:
+                self._diag("evidence bridge failed:\n" + _traceback())
+                return
             while not self._evidence_stop.wait(EVIDENCE_INTERVAL):
                 try:
                     self.bridge.poll(self._evidence_attempt)
