@@ -644,6 +644,71 @@ def test_pod_logs_follow_streams_until_the_container_ends(cluster):
     run(go())
 
 
+def _running(name, container="main"):
+    """A pod whose container runs (as a kubelet would report it), with no controllers to move it on."""
+    obj = pod(name)
+    obj["spec"]["nodeName"] = "node-1"
+    return obj
+
+
+def _set_container_state(cluster, name, state):
+    current = cluster.store.get("v1", "Pod", "default", name)
+    phase = "Running" if "running" in state else "Succeeded"
+    current["status"] = {"phase": phase, "containerStatuses": [
+        {"name": "main", "image": "busybox:1.36", "imageID": "", "ready": phase == "Running", "restartCount": 0,
+         "state": state}]}
+    cluster.store.update_status(current)
+
+
+def test_pod_logs_follow_waits_for_the_first_line_of_a_quiet_container(cluster):
+    """A running container that has written nothing yet keeps a followed log open until it writes or ends."""
+    cluster.store.create(_running("quiet"))
+    _set_container_state(cluster, "quiet", {"running": {"startedAt": "2026-01-01T00:00:00Z"}})
+
+    async def go():
+        import asyncio
+
+        async with api_client(cluster) as api:
+            response = await api.call_api(
+                "/api/v1/namespaces/default/pods/quiet/log", "GET", query_params=[("follow", "true")],
+                header_params={"Accept": "*/*"}, auth_settings=["BearerToken"], _preload_content=False)
+            cluster.logs.append("default", "quiet", "main", "late first line")
+            first = await asyncio.wait_for(response.content.readline(), 5)
+            assert first == b"late first line\n"
+            cluster.logs.mark_terminated("default", "quiet", "main")
+            assert await asyncio.wait_for(response.content.read(), 5) == b""
+
+    run(go())
+
+
+def test_pod_logs_follow_of_a_quiet_container_ends_when_it_terminates(cluster):
+    cluster.store.create(_running("silent"))
+    _set_container_state(cluster, "silent", {"running": {"startedAt": "2026-01-01T00:00:00Z"}})
+
+    async def go():
+        import asyncio
+
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster) as api:
+            response = await api.call_api(
+                "/api/v1/namespaces/default/pods/silent/log", "GET", query_params=[("follow", "true")],
+                header_params={"Accept": "*/*"}, auth_settings=["BearerToken"], _preload_content=False)
+            # still open: a line written now reaches the follower
+            cluster.logs.append("default", "silent", "main", "")
+            assert await asyncio.wait_for(response.content.readline(), 5) == b"\n"
+            _set_container_state(cluster, "silent", {"terminated": {"exitCode": 0, "reason": "Completed"}})
+            cluster.logs.mark_terminated("default", "silent", "main")
+            assert await asyncio.wait_for(response.content.read(), 5) == b""
+            # a container that ended without a line, its log never written: following it ends at once
+            cluster.store.create(_running("done"))
+            _set_container_state(cluster, "done", {"terminated": {"exitCode": 0, "reason": "Completed"}})
+            follow = await client.CoreV1Api(api).read_namespaced_pod_log("done", "default", follow=True)
+            assert follow == ""
+
+    run(go())
+
+
 def test_deployment_scale_subresource(cluster):
     async def go():
         from kubernetes_asyncio import client

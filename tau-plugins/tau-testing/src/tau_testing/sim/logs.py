@@ -85,12 +85,14 @@ class LogBook:
             return stream is None or stream.terminated
 
     def entries(self, namespace: str, pod: str, container: str, *, previous: bool = False,
-                start: int = 0) -> tuple[list[tuple[datetime, str]], bool, int]:
-        """Raw entries from index ``start``: (entries, terminated, generation)."""
+                start: int = 0) -> tuple[list[tuple[datetime, str]], bool | None, int]:
+        """Raw entries from index ``start``: (entries, terminated, generation).  ``terminated`` is None when
+        nothing was ever written or marked for the container: the log book cannot tell a container that has
+        not written its first line from one that ended in silence, so the caller asks the pod."""
         with self._cond:
             stream = self._streams.get((namespace, pod, container))
             if stream is None:
-                return [], True, 0
+                return [], (True if previous else None), 0
             lines = (stream.previous or []) if previous else stream.lines
             return list(lines[start:]), (True if previous else stream.terminated), stream.generation
 

@@ -866,8 +866,11 @@ class ApiApp:
                 index += len(entries)
                 if terminated:
                     return
-                if self.store.get("v1", "Pod", ns, name) is None:
+                current = self.store.get("v1", "Pod", ns, name)
+                if current is None:
                     return
+                if terminated is None and _container_ended(current, container):
+                    return  # it ended without writing a line (and without the log book hearing of it)
                 await asyncio.sleep(0.02)
         finally:
             listener.cancel()
@@ -1015,6 +1018,17 @@ class ApiApp:
             status["reason"] = why
         out["status"] = status
         await response.json(201, out)
+
+
+def _container_ended(pod: dict[str, Any], container: str) -> bool:
+    """The pod says this container's current instance has terminated (or the whole pod has)."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    for entry in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        if entry.get("name") == container:
+            return "terminated" in (entry.get("state") or {})
+    return False
 
 
 class ServerThread:
