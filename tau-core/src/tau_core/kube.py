@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+from tau_core import keys
 from tau_core.errors import ClusterError, ConfigError
 
 T = TypeVar("T")
@@ -47,7 +48,7 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 #: API groups whose absence means "this cluster is missing a component", with the hint to give.
 _GROUP_HINTS: dict[str, tuple[str, str]] = {
-    "tau.azure.com": ("it is not a TauGrid cluster (the TauGrid CRDs are not installed)",
+    keys.API_GROUP: ("it is not a TauGrid cluster (the TauGrid CRDs are not installed)",
                       "install TauGrid with `tau cluster install`, or pass --context to select the TauGrid cluster"),
     "kueue.x-k8s.io": ("Kueue is not installed on this cluster",
                        "install TauGrid (which brings Kueue) with `tau cluster install`, or pass --context"),

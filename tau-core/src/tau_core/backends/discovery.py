@@ -17,6 +17,7 @@ from typing import Any
 
 from tau_core.errors import NotFoundError, TauError
 from tau_core.kube import KubeSession, api_path
+from tau_core.kube import run as run_async
 
 PROBE_TIMEOUT = 10.0
 SEARCH_BUDGET = 30.0
@@ -121,7 +122,7 @@ def find_run(name: str, routes: list[Route], *, workspace: str | None = None,
         raise NotFoundError(f"no configured Tau workspace connection for workspace \"{workspace}\"",
                             hint="connect it with `tau workspace connection` in its repository, or pass --context "
                                  "and --namespace")
-    probes = asyncio.run(_search(candidates, name, probe_timeout, budget))
+    probes = run_async(_search, candidates, name, probe_timeout, budget)
     hits = [p for p in probes if p.kind]
     if len(hits) == 1:
         return hits[0].route, str(hits[0].kind)

@@ -54,7 +54,7 @@ from tau_core.status_tree import Snapshot, classify, failure_signature, phases, 
 JOB_API = ("batch/v1", "jobs")
 RAYJOB_API = ("ray.io/v1", "rayjobs")
 WORKLOAD_API = ("kueue.x-k8s.io/v1beta2", "workloads")
-WORKSPACE_API = ("tau.azure.com/v1alpha1", "workspaces")
+WORKSPACE_API = (keys.API_VERSION, "workspaces")
 CLAIM_API = ("resource.k8s.io/v1", "resourceclaims")
 VISIBILITY_API = "visibility.kueue.x-k8s.io/v1beta1"
 RETRY_ATTEMPT = keys.RETRY_ATTEMPT
