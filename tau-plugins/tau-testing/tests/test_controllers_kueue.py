@@ -288,6 +288,30 @@ def test_deployment_pods_wait_for_their_own_workloads(cluster: SimCluster) -> No
     assert status["replicas"] == 3 and status["readyReplicas"] == 2
 
 
+def test_kueue_admitted_deployment_pod_lands_on_the_flavor_node(cluster: SimCluster) -> None:
+    """The pod is ungated and gets the flavor's nodeLabels and tolerations in one update (Kubernetes >= 1.27
+    lets a gated pod gain node selector entries), so it runs where the flavor says."""
+    taint = {"key": "dedicated", "value": "serving", "effect": "NoSchedule"}
+    node = cluster.store.get("v1", "Node", None, "gpu-1")
+    node["spec"]["taints"] = [taint]
+    cluster.store.update(node)
+    kit.queue_setup(cluster, flavors=[
+        kit.Flavor("serving", {"cpu": "4", "memory": "16Gi"}, node_labels={"gpu-class": "a100"},
+                   tolerations=[{"key": "dedicated", "operator": "Equal", "value": "serving",
+                                 "effect": "NoSchedule"}]),
+    ])
+    cluster.store.create(kit.deployment("web", replicas=1, queue="lq", cpu="500m", memory="512Mi"))
+    cluster.settle()
+    (pod,) = cluster.store.list("v1", "Pod", "team")
+    (wl,) = cluster.store.list(API, "Workload", "team")
+    assert kit.condition(wl, "Admitted")["status"] == "True"
+    assert "schedulingGates" not in pod["spec"]
+    assert pod["spec"]["nodeSelector"] == {"gpu-class": "a100"}
+    assert {"key": "dedicated", "operator": "Equal", "value": "serving", "effect": "NoSchedule"} in \
+        pod["spec"]["tolerations"]
+    assert pod["spec"]["nodeName"] == "gpu-1"
+
+
 def test_deleting_a_job_removes_its_workload_and_frees_quota(cluster: SimCluster) -> None:
     kit.queue_setup(cluster, flavors=[kit.Flavor("default-flavor", {"cpu": "4", "memory": "16Gi"})])
     from tau_testing.sim.scripts import PodScript, scripts_of

@@ -993,6 +993,88 @@ def test_crd_cel_rules_are_enforced(cluster):
     run(go())
 
 
+def test_gated_pod_may_gain_scheduling_directives_and_nothing_else(cluster):
+    """Kubernetes >= 1.27: while a pod has schedulingGates, nodeSelector may gain entries, required node
+    affinity terms may gain requirements (preferred terms are free) and tolerations may be added; any other
+    spec change, and the same changes on an ungated pod, are 422."""
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}
+    gated = pod("gated", nodeSelector={"pool": "x"}, schedulingGates=[{"name": "example.com/hold"}],
+                tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+                affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [term]}}})
+    cluster.store.create(gated)
+    cluster.store.create(pod("free", nodeSelector={"pool": "x"}))
+
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(cluster) as api:
+            v1 = client.CoreV1Api(api)
+
+            async def patch(name, body, expect=None):
+                call = v1.patch_namespaced_pod(name, "default", body,
+                                               _content_type="application/strategic-merge-patch+json")
+                if expect is None:
+                    return await call
+                return await expect_api_error(call, expect)
+
+            narrowed = {"matchExpressions": [*term["matchExpressions"],
+                                             {"key": "gpu", "operator": "Exists"}]}
+            updated = await patch("gated", {"spec": {
+                "nodeSelector": {"gpu-class": "a100"},
+                "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"},
+                                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {"nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [narrowed]},
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 1, "preference": {"matchExpressions": [
+                            {"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}}})
+            assert updated.spec.node_selector == {"pool": "x", "gpu-class": "a100"}
+            assert len(updated.spec.tolerations) == 2
+            assert len(updated.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+                       .node_selector_terms[0].match_expressions) == 2
+
+            body = await patch("gated", {"spec": {"nodeSelector": {"pool": "y"}}}, 422)
+            assert body["details"]["causes"][0]["field"] == "spec.nodeSelector"
+            assert "only additions to spec.nodeSelector are allowed" in body["message"]
+            body = await patch("gated", {"spec": {"affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [narrowed, term]}}}}}, 422)
+            assert "no additions/deletions to non-empty NodeSelectorTerms list are allowed" in body["message"]
+            body = await patch("gated", {"spec": {"affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}]}}}}}, 422)
+            assert "only additions are allowed (no mutations or deletions)" in body["message"]
+            body = await patch("gated", {"spec": {"tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}, 422)
+            assert body["details"]["causes"][0]["field"] == "spec.tolerations"
+            body = await patch("gated", {"spec": {"affinity": {"podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "zone"}]}}}}, 422)
+            assert "pod updates may not change fields other than" in body["message"]
+            body = await patch("gated", {"spec": {"schedulingGates": [
+                {"name": "example.com/hold"}, {"name": "example.com/more"}]}}, 422)
+            assert "only deletion is allowed, but found new scheduling gate 'example.com/more'" in body["message"]
+            await expect_api_error(v1.patch_namespaced_pod("gated", "default", [
+                {"op": "replace", "path": "/spec/restartPolicy", "value": "Never"}],
+                _content_type="application/json-patch+json"), 422)
+
+            # ungated: the scheduling directives are fixed; tolerations may still be added
+            body = await patch("free", {"spec": {"nodeSelector": {"gpu-class": "a100"}}}, 422)
+            assert "pod updates may not change fields other than" in body["message"]
+            await patch("free", {"spec": {"tolerations": [{"key": "k", "operator": "Exists"}]}})
+
+            # removing the gate and adding a selector entry in one update is allowed (the old pod was gated)
+            ungated = await v1.patch_namespaced_pod("gated", "default", [
+                {"op": "remove", "path": "/spec/schedulingGates"},
+                {"op": "add", "path": "/spec/nodeSelector/zone", "value": "a"}],
+                _content_type="application/json-patch+json")
+            assert ungated.spec.scheduling_gates is None and ungated.spec.node_selector["zone"] == "a"
+            body = await patch("gated", {"spec": {"nodeSelector": {"late": "1"}}}, 422)
+            assert "pod updates may not change fields other than" in body["message"]
+
+    run(go())
+
+
 def test_builtin_objects_are_decoded_like_go_types(cluster):
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {
         "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {

@@ -227,6 +227,95 @@ def _qos(spec: dict[str, Any]) -> str:
     return "Burstable" if requests_any else "BestEffort"
 
 
+def _without_image(containers: Any) -> list[Any]:
+    return [{k: v for k, v in (c or {}).items() if k != "image"} if isinstance(c, dict) else c
+            for c in containers or []]
+
+
+def _only_added_tolerations(new: list[Any], old: list[Any]) -> bool:
+    """Every existing toleration is still there (its ``tolerationSeconds`` may change)."""
+    for toleration in old:
+        base = {k: v for k, v in (toleration or {}).items() if k != "tolerationSeconds"}
+        if not any(isinstance(t, dict) and {k: v for k, v in t.items() if k != "tolerationSeconds"} == base
+                   for t in new):
+            return False
+    return True
+
+
+def _term_only_adds(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    for field in ("matchExpressions", "matchFields"):
+        old_reqs, new_reqs = old.get(field) or [], new.get(field) or []
+        if len(old_reqs) > len(new_reqs) or new_reqs[: len(old_reqs)] != old_reqs:
+            return False
+    return True
+
+
+def _node_affinity_mutation(new: Any, old: Any) -> list[dict[str, Any]]:
+    """What Kubernetes allows on a gated pod: required node selector terms that only gain requirements
+    (anything when there were none); preferred terms are free."""
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    old_terms = (((old or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+                 .get("nodeSelectorTerms") or [])
+    if not old_terms:
+        return []
+    new_terms = (((new or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+                 .get("nodeSelectorTerms") or [])
+    if len(new_terms) != len(old_terms):
+        return [errors.field_invalid(path, new_terms, "no additions/deletions to non-empty NodeSelectorTerms list "
+                                                      "are allowed")]
+    return [errors.field_invalid(f"{path}[{i}]", new_term, "only additions are allowed (no mutations or deletions)")
+            for i, (new_term, old_term) in enumerate(zip(new_terms, old_terms, strict=True))
+            if not _term_only_adds(new_term or {}, old_term or {})]
+
+
+def _validate_pod_update(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Pod spec immutability as ``ValidatePodUpdate`` has it: images, ``activeDeadlineSeconds``, toleration
+    additions and scheduling-gate removals always; while the pod is still gated (Kubernetes 1.27+), also
+    ``nodeSelector`` additions and ``affinity.nodeAffinity`` changes that only narrow it.  (``nodeName`` is
+    left writable: the simulated scheduler binds through updates.)"""
+    causes: list[dict[str, Any]] = []
+    old_munged, new_munged = dict(old_spec), dict(new_spec)
+    for mutable in ("activeDeadlineSeconds", "nodeName"):
+        old_munged.pop(mutable, None)
+        new_munged.pop(mutable, None)
+    for field in ("containers", "initContainers"):
+        old_munged[field] = _without_image(old_spec.get(field))
+        new_munged[field] = _without_image(new_spec.get(field))
+    old_tolerations = old_munged.pop("tolerations", None) or []
+    new_tolerations = new_munged.pop("tolerations", None) or []
+    if not _only_added_tolerations(new_tolerations, old_tolerations):
+        causes.append(errors.field_forbidden("spec.tolerations",
+                                             "existing toleration can not be modified except its tolerationSeconds"))
+    old_gates = old_munged.pop("schedulingGates", None) or []
+    new_gates = new_munged.pop("schedulingGates", None) or []
+    for gate in new_gates:
+        if gate not in old_gates:
+            name = gate.get("name") if isinstance(gate, dict) else gate
+            causes.append(errors.field_forbidden("spec.schedulingGates",
+                                                 f"only deletion is allowed, but found new scheduling gate '{name}'"))
+    if old_gates:
+        old_selector = old_munged.pop("nodeSelector", None) or {}
+        new_selector = new_munged.pop("nodeSelector", None) or {}
+        if any(new_selector.get(k) != v for k, v in old_selector.items()):
+            causes.append(errors.field_invalid("spec.nodeSelector", new_selector, "only additions to "
+                                               "spec.nodeSelector are allowed (no mutations or deletions)"))
+        old_affinity = dict(old_munged.pop("affinity", None) or {})
+        new_affinity = dict(new_munged.pop("affinity", None) or {})
+        causes += _node_affinity_mutation(new_affinity.pop("nodeAffinity", None),
+                                          old_affinity.pop("nodeAffinity", None))
+        if old_affinity != new_affinity:
+            old_munged["affinity"], new_munged["affinity"] = old_affinity, new_affinity
+    if old_munged != new_munged:
+        causes.append(errors.field_forbidden("spec", "pod updates may not change fields other than "
+                                             "`spec.containers[*].image`, "
+                                             "`spec.initContainers[*].image`, "
+                                             "`spec.activeDeadlineSeconds`, `spec.tolerations` "
+                                             "(only additions to existing tolerations), "
+                                             "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it "
+                                             "was previously negative)"))
+    return causes
+
+
 def _validate_builtin(rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[dict[str, Any]]:
     gk = rtype.group_kind
     spec = obj.get("spec")
@@ -234,24 +323,7 @@ def _validate_builtin(rtype: ResourceType, obj: dict[str, Any], old: dict[str, A
     if gk == ("", "Pod"):
         causes += _validate_pod_spec(spec, "spec")
         if old is not None and isinstance(spec, dict):
-            old_spec = dict(old.get("spec") or {})
-            new_spec = dict(spec)
-            for mutable in ("activeDeadlineSeconds", "tolerations", "nodeName", "schedulingGates"):
-                old_spec.pop(mutable, None)
-                new_spec.pop(mutable, None)
-            def _no_images(containers: Any) -> list[Any]:
-                return [{k: v for k, v in (c or {}).items() if k != "image"} for c in containers or []]
-
-            for field in ("containers", "initContainers"):
-                old_spec[field] = _no_images(old_spec.get(field))
-                new_spec[field] = _no_images(new_spec.get(field))
-            if old_spec != new_spec:
-                causes.append(errors.field_forbidden("spec", "pod updates may not change fields other than "
-                                                     "`spec.containers[*].image`, "
-                                                     "`spec.initContainers[*].image`, "
-                                                     "`spec.activeDeadlineSeconds`, `spec.tolerations` "
-                                                     "(only additions to existing tolerations) or "
-                                                     "`spec.terminationGracePeriodSeconds`"))
+            causes += _validate_pod_update(old.get("spec") or {}, spec)
     elif gk == ("batch", "Job"):
         if not isinstance(spec, dict):
             causes.append(errors.field_required("spec"))

@@ -15,7 +15,9 @@ What it does, in the order of one reconcile pass:
 4. *Scheduling.* Per ClusterQueue, pending Workloads in BestEffortFIFO (or StrictFIFO) order (priority, then
    queueing time) try each resource group's flavors in order against ``nominalQuota``; a fit sets
    ``status.admission``, ``QuotaReserved`` and ``Admitted``, injects the flavor's ``nodeLabels`` and
-   ``tolerations`` into the job's pod templates and unsuspends it. A miss leaves ``QuotaReserved=False``
+   ``tolerations`` into the job's pod templates and unsuspends it (a gated Pod gets them and loses its gate in
+   one update, which the API server allows for gated pods; a queue-labelled pod the webhook did not gate is left
+   alone). A miss leaves ``QuotaReserved=False``
    with Kueue's wording (``couldn't assign flavors to pod set main: insufficient unused quota for cpu in
    flavor default-flavor, 2 more needed``). ``preemption.withinClusterQueue: LowerPriority`` preempts.
 5. *Status* of ClusterQueues and LocalQueues: pending/reserving/admitted counts, flavorsReservation and
@@ -358,8 +360,8 @@ class KueueController:
                 if wl is None:
                     if finished:
                         continue
-                    if integ is POD and (obj.get("spec") or {}).get("nodeName"):
-                        continue  # started before Kueue saw it: left alone, as Kueue does for ungated pods
+                    if integ is POD and not _is_suspended(integ, obj):
+                        continue  # not gated by the webhook (or already bound): left alone, as Kueue does
                     changed |= self._hold(cluster, integ, obj)
                     changed |= self._create_workload(cluster, integ, obj, wl_name)
                     continue
@@ -374,16 +376,10 @@ class KueueController:
         """Keep a job without quota from running: suspend it, or gate the pod."""
         if _is_suspended(integ, obj):
             return False
-        fresh = copy.deepcopy(obj)
         if integ is POD:
-            if fresh["spec"].get("nodeName"):
-                return False
-            gates = fresh["spec"].setdefault("schedulingGates", [])
-            if not any(g.get("name") == ADMISSION_GATE for g in gates):
-                gates.append({"name": ADMISSION_GATE})
-            fresh["metadata"].setdefault("labels", {})[MANAGED_LABEL] = "true"
-        else:
-            fresh["spec"]["suspend"] = True
+            return False  # the API server lets scheduling gates only be removed after creation
+        fresh = copy.deepcopy(obj)
+        fresh["spec"]["suspend"] = True
         return u.update(cluster, fresh) is not None
 
     def _create_workload(self, cluster: Any, integ: Integration, obj: dict[str, Any], wl_name: str) -> bool:
@@ -712,7 +708,8 @@ class KueueController:
                                                 if g.get("name") != ADMISSION_GATE]
             if not fresh["spec"]["schedulingGates"]:
                 del fresh["spec"]["schedulingGates"]
-            stored = self._update_pod(cluster, fresh, owner)
+            # one update: the API server lets a still-gated pod gain node selector entries and tolerations
+            stored = u.update(cluster, fresh)
         else:
             fresh["spec"]["suspend"] = False
             stored = u.update(cluster, fresh)
@@ -721,24 +718,6 @@ class KueueController:
         cq = wl["status"]["admission"].get("clusterQueue")
         events.record(cluster, owner, "Started", f"Admitted by clusterQueue {cq}", component=JOB_COMPONENT)
         return True
-
-    @staticmethod
-    def _update_pod(cluster: Any, fresh: dict[str, Any], original: dict[str, Any]) -> dict[str, Any] | None:
-        from tau_testing.sim.errors import ApiError
-
-        try:
-            return cast("dict[str, Any]", cluster.store.update(fresh))
-        except ApiError as exc:
-            if exc.code != 422:
-                return None
-        # an API server that refuses nodeSelector changes on gated pods: lift the gate only
-        fallback = copy.deepcopy(fresh)
-        for field in ("nodeSelector", "tolerations"):
-            if field in (original.get("spec") or {}):
-                fallback["spec"][field] = copy.deepcopy(original["spec"][field])
-            else:
-                fallback["spec"].pop(field, None)
-        return u.update(cluster, fallback)
 
     # ---- 5. queue status ------------------------------------------------------------------------------------
 
