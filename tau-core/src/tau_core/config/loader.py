@@ -33,7 +33,11 @@ def display_path(path: Path, cwd: Path | None = None) -> str:
 
 @dataclass
 class Document:
-    """A loaded YAML document: plain data plus the round-trip tree that knows positions."""
+    """A loaded YAML document: plain data plus the round-trip tree that knows positions.
+
+    Documents loaded by the fast path have no round-trip tree until a position is asked
+    for (an error or a warning to report); :meth:`round_trip` then parses ``text`` once.
+    """
 
     display: str
     data: Any
@@ -41,10 +45,22 @@ class Document:
     path: Path | None = None
     text: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ``raw`` is still to be parsed from ``text`` (fast-path documents)
+    lazy: bool = field(default=False, repr=False, compare=False)
+
+    def round_trip(self) -> Any:
+        """The round-trip tree (parsed on first use for fast-path documents)."""
+        if self.lazy:
+            self.lazy = False
+            try:
+                self.raw = _round_trip_load(self.text)
+            except Exception:  # the fast path accepted it; positions then fall back to 1:1
+                self.raw = None
+        return self.raw
 
     def position(self, path: Sequence[PathKey]) -> tuple[int, int]:
         """1-based (line, column) of the key at ``path``, or of its closest existing ancestor."""
-        node = self.raw
+        node = self.round_trip()
         best = (1, 1)
         lc_root = getattr(node, "lc", None)
         if isinstance(node, dict) and node and lc_root is not None:
@@ -124,15 +140,29 @@ def _tab_issue(text: str, display: str) -> ConfigValidationError | None:
     return None
 
 
-def parse_yaml(text: str, display: str, *, path: Path | None = None) -> Document:
-    """Parse one YAML document with positions."""
+def _round_trip_load(text: str) -> Any:
     from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     yaml = YAML(typ="rt", pure=True)
     yaml.allow_duplicate_keys = False
+    return yaml.load(text)
+
+
+def parse_yaml(text: str, display: str, *, path: Path | None = None) -> Document:
+    """Parse one YAML document; positions are available through :meth:`Document.position`.
+
+    Plain documents take the libyaml fast path (:mod:`tau_core.config._fastyaml`); anything
+    else, and every error, goes through the round-trip loader, which names line and column.
+    """
+    from tau_core.config._fastyaml import fast_load
+
+    ok, data = fast_load(text, max_nodes=MAX_NODES, max_depth=MAX_DEPTH)
+    if ok:
+        return Document(display=display, data=data, path=path, text=text, lazy=True)
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     try:
-        raw = yaml.load(text)
+        raw = _round_trip_load(text)
     except MarkedYAMLError as exc:
         tab = _tab_issue(text, display)
         if tab is not None:
