@@ -61,7 +61,12 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
     check_name(run_name)
     import os
 
-    if context or namespace or os.environ.get("TAU_CONTEXT"):
+    from tau_core.local.dispatch import local_run
+
+    found = None if (context or namespace) else local_run(run_name)
+    if found is not None:
+        backend, ref = found
+    elif context or namespace or os.environ.get("TAU_CONTEXT"):
         target = lifecycle_target(context=context, namespace=namespace, workspace=workspace,
                                   system_namespace=system_namespace)
         backend, ref = target.backend(progress=info), target.ref(run_name)

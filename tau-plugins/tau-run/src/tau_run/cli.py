@@ -49,6 +49,9 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--project", help="Project in tau.projects.yaml (monorepos)."),
         click.option("--service-account", help="Pod service account (overrides the workspace default)."),
         click.option("--local", is_flag=True, default=None, help="Run as supervised local processes."),
+        click.option("--follow", is_flag=True, default=None,
+                     help="After submitting, stream the run's log until it ends, then print its outcome and "
+                          "where its evidence (Stellar page) is; exits non-zero when the run failed."),
         click.option("-o", "--output", type=click.Choice(["table", "json"]), default=None,
                      help="Output format for submission results (dry-run prints YAML unless json)."),
     ]
@@ -187,6 +190,6 @@ def submit_command(ctx: click.Context, /, target: str | None, **flags: Any) -> N
         argv=["tau", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("tau") else ["tau", "run"],
     )
     try:
-        run_target(options, merged["output"] or "table")
+        run_target(options, merged["output"] or "table", follow=bool(merged["follow"]))
     except ConfigValidationError as exc:
         fail_with_issues(exc)

@@ -63,6 +63,18 @@ def _backend(target: Any) -> Any:
     return target.backend(progress=info)
 
 
+def _dispatch(name: str, namespace: str | None, workspace: str | None, context: str | None,
+              system_namespace: str | None, project: str | None) -> tuple[Any, Any]:
+    """(backend, ref): a run in the local registry goes to the local backend, anything else to the cluster."""
+    from tau_core.local.dispatch import local_run
+
+    found = local_run(name)
+    if found is not None:
+        return found
+    target = _target(namespace, workspace, context, system_namespace, project)
+    return _backend(target), target.ref(name)
+
+
 # -- list ---------------------------------------------------------------------------------------
 
 @click.command("list", context_settings=CONTEXT_SETTINGS)
@@ -81,22 +93,36 @@ def list_(namespace: str | None, workspace: str | None, context: str | None, sys
       tau run list -n aurora --queue jobqueue
       tau run list --include-external -o json
     """
-    target = _target(namespace, workspace, context, system_namespace, project)
-    backend = _backend(target)
-    rows = backend.list(namespace=target.namespace, queue=queue, include_external=include_external,
-                        workspace=target.workspace)
-    ns = rows[0].ref.namespace if rows else (target.namespace or "")
-    doc = [{"name": r.ref.name, "namespace": r.ref.namespace, "kind": r.kind, "status": r.state, "queue": r.queue,
-            "created": r.created, "source": "external" if r.external else "tau"} for r in rows]
+    from tau_core.local.dispatch import local_rows
+
+    local = [] if queue else local_rows()
+    target = None
+    try:
+        target = _target(namespace, workspace, context, system_namespace, project)
+        backend = _backend(target)
+        rows = backend.list(namespace=target.namespace, queue=queue, include_external=include_external,
+                            workspace=target.workspace)
+    except TauError as exc:
+        if not local:
+            raise
+        from tau_core.output import warning
+
+        warning(f"cluster runs not listed: {exc.message}")
+        rows = []
+    ns = rows[0].ref.namespace if rows else ((target.namespace if target else None) or "")
+    doc = local + [{"name": r.ref.name, "namespace": r.ref.namespace, "kind": r.kind, "status": r.state,
+                    "queue": r.queue, "created": r.created, "source": "external" if r.external else "tau"}
+                   for r in rows]
     if output == "json":
         emit(doc, "json")
         return
-    if not rows:
+    if not doc:
         click.echo(f"No jobs found in namespace \"{ns or 'resolved namespace'}\"")
         return
+    show_source = include_external or bool(local)
     table_rows = [(d["name"], d["kind"], d["status"], _age(d["created"]), d["queue"] or "-")
-                  + ((d["source"],) if include_external else ()) for d in doc]
-    headers = ["name", "kind", "status", "age", "queue"] + (["source"] if include_external else [])
+                  + ((d["source"],) if show_source else ()) for d in doc]
+    headers = ["name", "kind", "status", "age", "queue"] + (["source"] if show_source else [])
     click.echo(render_table(table_rows, headers))
 
 
@@ -145,7 +171,8 @@ def status_doc(st: Any) -> dict[str, Any]:
 def status_text(st: Any, *, hints: bool = False) -> str:
     from tau_core.status_tree import render_tree
 
-    head = f"Run: {st.ref.namespace}/{st.ref.name} ({st.kind})"
+    where = st.ref.name if st.ref.backend == "local" else f"{st.ref.namespace}/{st.ref.name}"
+    head = f"Run: {where} ({st.kind})"
     if st.attempt:
         head += f"  attempt {st.attempt}/{st.max_attempts}"
     lines = [head]
@@ -233,9 +260,7 @@ def status(name: str, namespace: str | None, workspace: str | None, context: str
         raise UsageError("--max-iterations must be >= 0")
     seconds = _parse_interval(interval)
     check_name(name)
-    target = _target(namespace, workspace, context, system_namespace, project)
-    backend = _backend(target)
-    ref = target.ref(name)
+    backend, ref = _dispatch(name, namespace, workspace, context, system_namespace, project)
     if not watch:
         st = backend.status(ref, run_profile=run_profile)
         if output == "json":
@@ -259,7 +284,7 @@ def _watch(backend: Any, ref: Any, interval: float, max_iterations: int, run_pro
         for st in backend.watch_status(ref, interval=interval, run_profile=run_profile):
             frames += 1
             last = st
-            where = f"{st.ref.namespace}/{st.ref.name}"
+            where = st.ref.name if st.ref.backend == "local" else f"{st.ref.namespace}/{st.ref.name}"
             text = status_text(st)
             if tty:
                 click.echo("\x1b[H\x1b[2J" + f"watching {where} every {interval:g}s\n" + text)
@@ -347,8 +372,8 @@ def logs(name: str, namespace: str | None, workspace: str | None, context: str |
 
     options = log_options(follow, tail, container, all_containers, previous, timestamps, prefix)
     check_name(name)
-    target = _target(namespace, workspace, context, system_namespace, project)
-    print_logs(_backend(target), target.ref(name), options)
+    backend, ref = _dispatch(name, namespace, workspace, context, system_namespace, project)
+    print_logs(backend, ref, options)
 
 
 # -- get ----------------------------------------------------------------------------------------
@@ -383,9 +408,8 @@ def get(name: str, namespace: str | None, workspace: str | None, context: str | 
     if artifact is not None:
         safe_relative(artifact)  # hostile paths are refused before anything is created
     check_name(name)
-    target = _target(namespace, workspace, context, system_namespace, project)
-    backend = _backend(target)
-    result = backend.get(target.ref(name), artifact, path=path_, pvc=pvc)
+    backend, ref = _dispatch(name, namespace, workspace, context, system_namespace, project)
+    result = backend.get(ref, artifact, path=path_, pvc=pvc)
     if isinstance(result, ArtifactListing):
         if output == "json":
             emit({"path": result.root, "entries": result.entries}, "json")
@@ -452,6 +476,13 @@ def cancel(name: str, namespace: str | None, workspace: str | None, context: str
     object_seconds = parse_duration(timeout, "--timeout")
     teardown_seconds = parse_duration(teardown_timeout, "--teardown-timeout")
     poll = _parse_interval(interval)
+    from tau_core.local.dispatch import local_run
+
+    found = local_run(name)
+    if found is not None:
+        local_backend, local_ref = found
+        click.echo(local_backend.cancel_message(local_ref, wait=wait, timeout=teardown_seconds))
+        return
     target = _target(namespace, workspace, context, system_namespace, project)
     backend = target.backend(poll_interval=poll)
     click.echo(backend.cancel_message(target.ref(name), wait=wait, timeout=teardown_seconds,
@@ -488,6 +519,27 @@ def resume(name: str, config: str, namespace: str | None, workspace: str | None,
     from tau_core.lifecycle.base import SubmitRequest
 
     check_name(name)
+    from tau_core.local.dispatch import local_run
+
+    found = local_run(name)
+    if found is not None:
+        local_backend, local_ref = found
+        local_resolution = resolve_run(RunOptions(target=name, config=config, local=True, dry_run=None,
+                                                  argv=["tau", "run", "resume", name, "--config", config]))
+        lreq = local_resolution.request
+        local_request = SubmitRequest(name=lreq.name, config=lreq.config, objects=[], context=dict(lreq.context),
+                                      config_path=local_resolution.target.config_path,
+                                      config_hash=lreq.config_hash, submission_id=lreq.submission_id)
+        result = local_backend.resume(local_ref, local_request, from_dir=from_dir, force=force,
+                                      dry_run=bool(dry_run))
+        if dry_run:
+            import json
+
+            emit(json.loads(result.message), "yaml")
+            return
+        click.echo(result.message)
+        click.echo(f"Next: tau run status {local_ref.name} --watch")
+        return
     target = _target(namespace, workspace, context, system_namespace, project)
     options = RunOptions(target=name, config=config, namespace=target.namespace, context=target.context,
                          workspace=workspace, dry_run=None, argv=["tau", "run", "resume", name, "--config", config])

@@ -20,7 +20,7 @@ def resolve_and_render(options: RunOptions) -> tuple[Resolution, list[dict[str, 
     return resolution, objects
 
 
-def run_target(options: RunOptions, output: str = "table") -> None:
+def run_target(options: RunOptions, output: str = "table", *, follow: bool = False) -> None:
     resolution, objects = resolve_and_render(options)
     print_warnings(resolution.validated.warnings)
     print_messages(resolution.warnings)
@@ -32,10 +32,11 @@ def run_target(options: RunOptions, output: str = "table") -> None:
 
         sys.stdout.write(annotated_yaml(objects, resolution))
         return
-    submit(resolution, objects, options, output)
+    submit(resolution, objects, options, output, follow=follow)
 
 
-def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOptions, output: str) -> None:
+def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOptions, output: str,
+           *, follow: bool = False) -> None:
     from tau_core.lifecycle import SubmitRequest, get_backend
 
     req = resolution.request
@@ -65,11 +66,33 @@ def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOp
            "created": result.created, "message": result.message, "dry_run": options.dry_run}
     if output == "json":
         emit(doc, "json")
+        if follow and not options.dry_run:
+            _follow(backend, backend_name, result.ref)
         return
     click.echo(f"Run: {result.ref.name}")
     if result.ref.namespace:
         click.echo(f"Namespace: {result.ref.namespace}")
     if result.message:
         click.echo(result.message)
-    if not options.dry_run:
+    if follow and not options.dry_run:
+        sys.stdout.flush()
+        _follow(backend, backend_name, result.ref)
+    elif not options.dry_run:
         click.echo(f"Next: tau run status {result.ref.name} --watch")
+
+
+def _follow(backend: Any, backend_name: str, ref: Any) -> None:
+    """--follow: stream the log to the end; the exit code says whether the run succeeded."""
+    if backend_name == "local":
+        from tau_core.local.follow import follow_run
+
+        code = follow_run(ref.name)
+    else:
+        from tau_core.lifecycle.base import LogOptions
+
+        for line in backend.logs(ref, LogOptions(follow=True, tail=-1)):
+            click.echo(line)
+        st = backend.status(ref)
+        code = 0 if st.succeeded else 1
+    if code:
+        raise click.exceptions.Exit(code)
