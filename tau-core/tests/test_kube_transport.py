@@ -1,0 +1,157 @@
+"""The session's two transports against the simulated API server.
+
+The session speaks HTTP/1.1 itself for kubeconfig credentials that need no helper (tokens, basic
+auth, client certificates, CAs) and goes through kubernetes-asyncio for the rest (exec plugins,
+auth providers, proxies).  Both must read, stream, watch and map errors the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tau_core.kube import KubeApiError, KubeSession, RetryPolicy, api_path
+from tau_core.kubehttp import plan
+from tau_testing.sim import SimCluster
+from tau_testing.sim.scenarios.taugrid import TauGridScenario
+
+WS = api_path("tau.azure.com/v1alpha1", "workspaces", namespace="tau-system")
+CONFIGMAPS = api_path("v1", "configmaps", namespace="aurora")
+FAST = RetryPolicy(attempts=4, base=0.001, cap=0.01, max_retry_after=0.05)
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    cluster = SimCluster().start()
+    scenario = TauGridScenario.install(cluster, tmp_path_factory.mktemp("vol"))
+    yield cluster, scenario
+    cluster.stop()
+
+
+def _config(server: str, user: dict[str, Any], cluster: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "k", "cluster": {"server": server, **(cluster or {})}}],
+            "users": [{"name": "u", "user": user}],
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}
+
+
+def _write(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _exec_user(token: str) -> dict[str, Any]:
+    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"token": token}}
+    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                     "args": ["-c", f"print({json.dumps(json.dumps(credential))})"],
+                     "interactiveMode": "Never"}}
+
+
+def _token(cluster: SimCluster, name: str) -> str:
+    return next(u.token for u in cluster.users if u.name == name)
+
+
+async def _read_and_watch(kubeconfig: Path) -> tuple[str, list[str], list[str], KubeApiError]:
+    async with await KubeSession.connect(kubeconfig=kubeconfig, retry=FAST) as s:
+        kind = type(s._transport).__name__
+        names = [i["metadata"]["name"] for i in await s.list_items(WS)]
+        many = await asyncio.gather(*[s.get(WS + "/aurora") for _ in range(5)])
+        names += [str((m or {}).get("metadata", {}).get("name")) for m in many]
+        events = [e["type"] async for e in s.watch(CONFIGMAPS, timeout_seconds=1)]
+        with pytest.raises(KubeApiError) as missing:
+            await s.get(api_path("v1", "configmaps", namespace="aurora", name="no-such-map"))
+    return kind, names, events, missing.value
+
+
+def test_plan_covers_plain_credentials_and_defers_the_rest(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    endpoint = plan(_config("https://api.example:6443/prefix", {"tokenFile": str(token_file), "token": "inline"},
+                            {"insecure-skip-tls-verify": True, "tls-server-name": "kube"}), env={})
+    assert endpoint is not None
+    assert (endpoint.scheme, endpoint.host, endpoint.port, endpoint.base_path) == ("https", "api.example", 6443,
+                                                                                   "/prefix")
+    assert endpoint.authorization == "Bearer from-file"
+    assert (endpoint.verify, endpoint.server_name) == (False, "kube")
+    basic = plan(_config("http://127.0.0.1:8080", {"username": "a", "password": "b"}), env={})
+    assert basic is not None and basic.authorization == "Basic YTpi" and basic.port == 8080
+    plain = _config("http://127.0.0.1:8080", {"token": "t"})
+    assert plan(plain, env={}) is not None
+    assert plan(plain, env={"HTTPS_PROXY": "http://proxy:3128"}) is None
+    assert plan(_config("http://h", _exec_user("t")), env={}) is None
+    assert plan(_config("http://h", {"auth-provider": {"name": "oidc"}}), env={}) is None
+    assert plan(_config("http://h", {"token": "t"}, {"proxy-url": "http://proxy:3128"}), env={}) is None
+    assert plan(_config("ftp://h", {"token": "t"}), env={}) is None
+
+
+def test_direct_http_reads_gathers_watches_and_maps_errors(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, _ = grid
+    kubeconfig = _write(tmp_path / "config", _config(cluster.url, {"token": _token(cluster, "admin")}))
+    cluster.store.create({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": "direct", "namespace": "aurora"}, "data": {}})
+    kind, names, events, missing = asyncio.run(_read_and_watch(kubeconfig))
+    assert kind == "HttpTransport"
+    assert names == ["aurora"] * 6
+    assert "ADDED" in events
+    assert missing.not_found and "no-such-map not found" in missing.message
+
+
+def test_exec_plugin_goes_through_kubernetes_asyncio(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, _ = grid
+    kubeconfig = _write(tmp_path / "config", _config(cluster.url, _exec_user(_token(cluster, "admin"))))
+    kind, names, events, missing = asyncio.run(_read_and_watch(kubeconfig))
+    assert kind == "LibraryTransport"
+    assert names == ["aurora"] * 6
+    assert "ADDED" in events
+    assert missing.not_found and "no-such-map not found" in missing.message
+
+
+def test_library_transport_maps_unreachable_and_rejected(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, _ = grid
+    rejected = _write(tmp_path / "bad", _config(cluster.url, _exec_user("not-a-token")))
+    gone = _write(tmp_path / "gone", _config("http://127.0.0.1:9", _exec_user("t")))
+
+    async def go(path: Path) -> None:
+        async with await KubeSession.connect(kubeconfig=path, retry=FAST) as s:
+            await s.list_items(WS)
+
+    with pytest.raises(KubeApiError) as err:
+        asyncio.run(go(rejected))
+    assert err.value.status == 401
+    with pytest.raises(KubeApiError) as err:
+        asyncio.run(go(gone))
+    assert "cannot reach the Kubernetes API server at http://127.0.0.1:9" in err.value.message
+
+
+def test_direct_https_with_the_cluster_ca(tmp_path: Path) -> None:
+    cluster = SimCluster(tls=True).start()
+    try:
+        base = cluster.kubeconfig(user="admin")
+        ca = base["clusters"][0]["cluster"]["certificate-authority-data"]
+        token = _token(cluster, "admin")
+        trusted = _write(tmp_path / "trusted", _config(cluster.url, {"token": token},
+                                                       {"certificate-authority-data": ca}))
+        insecure = _write(tmp_path / "insecure", _config(cluster.url, {"token": token},
+                                                         {"insecure-skip-tls-verify": True}))
+        untrusted = _write(tmp_path / "untrusted", _config(cluster.url, {"token": token}))
+        path = api_path("v1", "namespaces")
+
+        async def go(kubeconfig: Path) -> list[str]:
+            async with await KubeSession.connect(kubeconfig=kubeconfig, retry=FAST) as s:
+                assert type(s._transport).__name__ == "HttpTransport"
+                return [i["metadata"]["name"] for i in await s.list_items(path)]
+
+        assert "default" in asyncio.run(go(trusted))
+        assert "default" in asyncio.run(go(insecure))
+        with pytest.raises(KubeApiError) as err:
+            asyncio.run(go(untrusted))
+        assert "cannot reach the Kubernetes API server at https://" in err.value.message
+        assert "certificate" in err.value.message.lower()
+    finally:
+        cluster.stop()
