@@ -255,3 +255,21 @@ def test_retry_policy_backoff_and_retry_after() -> None:
     assert 0.5 <= policy.delay(1) <= 1.0
     assert 2.0 <= policy.delay(5) <= 4.0
     assert policy.delay(1, "60") == policy.max_retry_after
+
+
+def test_json_kubeconfig_needs_no_yaml_parser(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    cluster, _, kubeconfig = grid
+    target = write_private_kubeconfig(KubeConfig.load(kubeconfig).isolate(cluster.context_for("researcher")),
+                                      tmp_path / "private" / "kc.yaml")
+    probe = ("import sys; from tau_core.kube import KubeConfig; "
+             f"c = KubeConfig.load({str(target)!r}); print(c.current_context, 'yaml' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["tau-sim-researcher", "False"]
+    broken = tmp_path / "broken"
+    broken.write_text('{"clusters": [\n')
+    with pytest.raises(Exception) as err:
+        KubeConfig.load(broken)
+    assert str(broken) in str(err.value) and "not valid YAML" in str(err.value)

@@ -157,7 +157,16 @@ def _load_yaml(path: Path) -> dict[str, Any]:
 
 
 def _parse_yaml(text: str) -> Any:
-    """Parse kubeconfig text with PyYAML's C loader (a dependency of kubernetes-asyncio), else ruamel."""
+    """Parse kubeconfig text with PyYAML's C loader (a dependency of kubernetes-asyncio), else ruamel.
+
+    A kubeconfig written as JSON (the isolated one :func:`write_private_kubeconfig` writes) is read
+    with :mod:`json`, which spares importing a YAML parser; anything else goes to YAML.
+    """
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass  # not JSON after all: YAML decides (and words the error)
     try:
         import yaml
     except ImportError:
