@@ -92,7 +92,7 @@ def test_scalars_agree(scalar: str) -> None:
 
 @pytest.mark.parametrize("text", [
     "a: 1\na: 2\n", "a: 1\n'a': 2\n", "a: &x [1]\nb: *x\n", "a: &x {k: 1}\nb: *x\n", "a: &x [*x]\n",
-    "<<: {a: 1}\nb: 2\n", "a: {<<: {b: 1}}\n", "%YAML 1.1\n---\na: yes\n", "a: 1\n---\nb: 2\n", "---\na: 1\n...\n",
+    "<<: {a: 1}\nb: 2\n", "a: {<<: {b: 1}}\n", "%YAML 1.1\n---\na: yes\n", "# c\n%YAML 1.1\n---\na: yes\n", "# c\n%TAG !e! tag:e,2000:\n---\na: 1\n", "a: 1\n---\nb: 2\n", "---\na: 1\n...\n",
     "a:\n\tb: 1\n", "a: x\u2028y\n", "a: x\x85y\n", "? [a]\n: 1\n", "1: a\n", "null: a\n", "true: a\n",
     "[1, 2]\n", "x\n", "", "# only a comment\n", "a: 'unterminated\n", "a: [1, 2\n", "a:\n  - b\n - c\n",
     "a: b: c\n", "- a\nb: 1\n", "a: !!binary aGk=\n", "a: !!set {x}\n", "a: !!omap [{x: 1}]\n",

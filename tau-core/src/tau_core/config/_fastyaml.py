@@ -99,8 +99,9 @@ def _loader_class() -> Any:
 def fast_load(text: str, *, max_nodes: int, max_depth: int) -> tuple[bool, Any]:
     """``(True, data)`` when the fast path loads ``text`` exactly as the round-trip loader would,
     else ``(False, None)``."""
-    if "\t" in text or "\x85" in text or "\u2028" in text or "\u2029" in text or "!" in text and \
-            _RISKY_TEXT.search(text) or text.startswith("%"):
+    if "\t" in text or "\x85" in text or "\u2028" in text or "\u2029" in text:
+        return False, None
+    if ("!" in text or "%" in text) and _RISKY_TEXT.search(text):
         return False, None
     cls = _loader_class()
     if not cls:
@@ -144,7 +145,7 @@ def _convert(node: Any, count: list[int], seen: set[int], depth: int, max_nodes:
             key = key_node.value
             if key_node.tag == _PLAIN:
                 first = key[:1]
-                if key in _NULLS or key in _BOOLS or first in _TYPED_FIRST and _TYPED_12.match(key):
+                if key in _NULLS or key in _BOOLS or (first in _TYPED_FIRST and _TYPED_12.match(key)):
                     raise _Fallback
             elif key_node.style == ">":
                 raise _Fallback
