@@ -130,3 +130,50 @@ def test_precompiled_validator_is_current() -> None:
     from tau_core.config.codegen import schema_sha256
 
     assert _schema_compiled.SCHEMA_SHA256 == schema_sha256()
+
+
+def test_precompiled_validator_sources_fingerprint_is_current() -> None:
+    """The cheap staleness check (CRC of catalog.py and schema.py) matches, so no process rebuilds the
+    schema to hash it; the shipped validator raises its own exception copies (no fastjsonschema import)."""
+    import subprocess
+    import sys
+
+    from tau_core.config import _schema_compiled
+    from tau_core.config.codegen import sources_crc32
+    from tau_core.config.structure import compiled_validator, schema_errors
+
+    assert _schema_compiled.SOURCES_CRC32 == sources_crc32()
+    assert compiled_validator() is _schema_compiled.validate
+    assert schema_errors() == (_schema_compiled.JsonSchemaException,)
+    probe = ("import sys; from tau_core.config import validate_document; from tau_core.config.loader import "
+             "parse_yaml; validate_document(parse_yaml('name: x\\nimage: bash:5.2\\ncompute:\\n  gpus: 0\\n', 'x.yaml'), check_files=False); "
+             "print(sorted(m for m in ('fastjsonschema', 'difflib', 'ruamel.yaml') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_precompiled_validator_agrees_with_fastjsonschema() -> None:
+    """The shipped validator (local exception classes, lazy Decimal) decides like a fresh fastjsonschema compile."""
+    from decimal import Decimal
+
+    import fastjsonschema
+
+    from tau_core.config import _schema_compiled
+    from tau_core.config.schema import build_schema
+
+    fresh = fastjsonschema.compile(build_schema(), use_default=False)
+    samples: list[Any] = [{}, {"name": "x"}, {"nope": 1}, {"compute": {"gpus": Decimal(2)}},
+                          {"compute": {"gpus": Decimal("1.5")}}, {"compute": {"cpu_request": Decimal(1)}},
+                          {"run": {"ttl_seconds_after_finished": 0}}, {"policy": {"lane": "x"}}, [], "x"]
+    for sample in samples:
+        try:
+            fresh(sample)
+            expected = None
+        except fastjsonschema.JsonSchemaException as exc:
+            expected = str(exc)
+        try:
+            _schema_compiled.validate(sample)
+            got = None
+        except _schema_compiled.JsonSchemaException as exc:
+            got = str(exc)
+        assert got == expected, sample

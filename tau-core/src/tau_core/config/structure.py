@@ -3,7 +3,6 @@ and a walker that reports *every* structural problem with positions and suggesti
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from functools import cache
@@ -23,39 +22,55 @@ from tau_core.config.issues import ConfigIssue, PathKey, dotted
 from tau_core.config.loader import Document
 
 _VALIDATOR: Callable[[Any], Any] | None = None
+_ERRORS: tuple[type[Exception], ...] = ()
 
 
 def compiled_validator() -> Callable[[Any], Any]:
     """The fastjsonschema validator for the catalog's schema, compiled once per process."""
-    global _VALIDATOR
+    global _VALIDATOR, _ERRORS
     if _VALIDATOR is None:
         import importlib
 
-        from tau_core.config.codegen import schema_sha256
+        from tau_core.config import codegen
 
         try:
             pre: Any = importlib.import_module("tau_core.config._schema_compiled")
         except ImportError:
             pre = None
-        if pre is not None and getattr(pre, "SCHEMA_SHA256", None) == schema_sha256():
-            _VALIDATOR = pre.validate
+        current = pre is not None and getattr(pre, "JsonSchemaException", None) is not None and (
+            getattr(pre, "SOURCES_CRC32", None) == codegen.sources_crc32()  # cheap: the sources are unchanged
+            or getattr(pre, "SCHEMA_SHA256", None) == codegen.schema_sha256())
+        if current:
+            _VALIDATOR, _ERRORS = pre.validate, (pre.JsonSchemaException,)
         else:
             import fastjsonschema
 
             from tau_core.config.schema import build_schema
 
             _VALIDATOR = fastjsonschema.compile(build_schema(), use_default=False)
+            _ERRORS = (fastjsonschema.JsonSchemaException,)
     return _VALIDATOR
 
 
-def schema_accepts(data: Any) -> bool:
-    import fastjsonschema
+def schema_errors() -> tuple[type[Exception], ...]:
+    """The exception classes :func:`compiled_validator`'s validator raises for invalid data."""
+    compiled_validator()
+    return _ERRORS
 
+
+def schema_accepts(data: Any) -> bool:
+    validator = compiled_validator()
     try:
-        compiled_validator()(data)
-    except fastjsonschema.JsonSchemaException:
+        validator(data)
+    except _ERRORS:
         return False
     return True
+
+
+def _close_matches(word: str, possibilities: Any, n: int, cutoff: float = 0.6) -> list[str]:
+    import difflib  # only when there is a problem to explain
+
+    return difflib.get_close_matches(word, possibilities, n=n, cutoff=cutoff)
 
 
 @cache
@@ -166,7 +181,7 @@ class Walker:
                 return
             allowed = tuple(f.values) + tuple(f.deprecated_values)
             if f.values and value not in allowed:
-                close = difflib.get_close_matches(value, allowed, n=1)
+                close = _close_matches(value, allowed, n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 self.error(path, f"{value!r} is not allowed", hint + "allowed: " + ", ".join(f.values))
                 return
@@ -266,7 +281,7 @@ def _quote_hint(value: Any) -> str | None:
 
 def _suggest(prefix: str, key: str) -> str:
     known = [f.leaf for f in children(prefix)]
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    close = _close_matches(key, known, n=1, cutoff=0.6)
     if close:
         full = f"{prefix}.{close[0]}" if prefix else close[0]
         return f"did you mean {full!r}?"

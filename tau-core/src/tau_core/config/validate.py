@@ -9,7 +9,6 @@ only when the gate fails) -> alias resolution -> engine inference -> cross-field
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -98,6 +97,8 @@ def _split(dotted_path: str) -> tuple[str, ...]:
 
 def config_hash(normalized: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of a normalized config (decision 11)."""
+    import hashlib
+
     blob = json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -197,14 +198,13 @@ def validate_document(doc: Document, *, name_override: str | None = None, base_d
         )
     warnings: list[ConfigIssue] = []
     pre = _prenormalize(data, doc, warnings)
-    import fastjsonschema
-
-    from tau_core.config.structure import pruned, schema_accepts
+    from tau_core.config.structure import pruned, schema_accepts, schema_errors
 
     structural: list[ConfigIssue] = []
+    validator = compiled_validator()
     try:
-        compiled_validator()(pre)
-    except fastjsonschema.JsonSchemaException as exc:
+        validator(pre)
+    except schema_errors() as exc:
         walker = Walker(doc)
         structural = walker.walk(pre)
         if not structural:  # the gate and the walker come from one catalog; keep the gate's verdict anyway
