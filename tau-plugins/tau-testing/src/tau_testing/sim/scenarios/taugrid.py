@@ -2,10 +2,14 @@
 
 ``TauGridScenario.install(cluster)`` loads the product's own CRDs (``deploy/crds``) and creates:
 
-* a ClusterQueue ``tau-cq`` over two ResourceFlavors, ``taugrid-default-cpu`` and a GPU flavor
-  ``taugrid-default-gpu`` whose ``nodeLabels`` pin ``tau.azure.com/gpu-class``;
+* the baseline queue as TauGrid installs it: a ClusterQueue ``tau-cq`` with one resource group covering
+  ``cpu``, ``memory`` and ``nvidia.com/gpu`` over two ResourceFlavors, ``taugrid-default-cpu`` (CPU nodes,
+  GPU quota ``"0"``) and the generic GPU flavor ``taugrid-default-gpu`` (the GPU nodes' ``agentpool`` label,
+  no hardware class, and the admission ``nodeTaints`` ``sku=gpu:NoSchedule`` that the GPU nodes carry too,
+  so only pods with the GPU tolerations ``tau run`` renders are admitted to it or scheduled there);
 * the WorkloadPriorityClasses and PriorityClasses ``taugrid-default`` and ``taugrid-priority``;
-* CPU and GPU nodes;
+* CPU nodes ``cpu-node-<n>`` (``agentpool: cpu``) and GPU nodes ``gpu-node-<n>`` (``agentpool: gpu``,
+  the GPU class label, 8 GPUs, tainted ``sku=gpu:NoSchedule``);
 * the workspace namespace ``aurora`` with LocalQueue ``jobqueue``, the workload ServiceAccount and
   the result PVC ``blob-training``;
 * a Ready, primary TauWorkspace ``aurora`` in ``tau-system`` whose researcher RBAC (ClusterRole
@@ -22,10 +26,12 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tau_core import keys
 from tau_core.config.profiles import profile_set_hash
 from tau_testing.paths import repo_root
 
@@ -48,7 +54,11 @@ TAU_CLUSTER_GENERATION = 1
 HELPER_MOUNT = "/tau-pvc"
 RBAC = "rbac.authorization.k8s.io/v1"
 KUEUE = "kueue.x-k8s.io/v1beta2"
-TAU = "tau.azure.com/v1alpha1"
+TAU = keys.API_VERSION
+CPU_NODE_LABELS = {"agentpool": "cpu"}
+GPU_NODE_LABELS = {"agentpool": "gpu"}
+#: The AKS GPU node pools' taint, also the GPU flavor's admission taint (chart default ``sku=gpu:NoSchedule``).
+GPU_TAINT = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}
 
 
 def tau_crds_dir() -> Path:
@@ -118,11 +128,11 @@ class TauGridScenario:
         from tau_testing.sim.controllers.scheduler import add_node
 
         for i in range(1, cpu_nodes + 1):
-            add_node(cluster, f"cpu-node-{i}", cpu="16", memory="64Gi", labels={"agentpool": "cpu"},
+            add_node(cluster, f"cpu-node-{i}", cpu="16", memory="64Gi", labels=dict(CPU_NODE_LABELS),
                      instance_type="Standard_D16s_v5")
         for i in range(1, gpu_nodes + 1):
             add_node(cluster, f"gpu-node-{i}", cpu="96", memory="880Gi", gpu=8, instance_type="Standard_ND96asr_v4",
-                     labels={"agentpool": "gpu", "tau.azure.com/gpu-class": GPU_CLASS})
+                     labels={**GPU_NODE_LABELS, keys.GPU_CLASS: GPU_CLASS}, taints=[dict(GPU_TAINT)])
         scenario.objects = cluster.load_scenario(
             objects(cpu_quota=cpu_quota, memory_quota=memory_quota, gpu_quota=gpu_quota))
         cluster.settle()
@@ -235,7 +245,7 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
          "gpusPerWorker": 1, "workerCount": 1, "mode": "fixed", "placement": "single-node-nvlink",
          "defaultLocalQueue": QUEUE, "executionTarget": "singleCluster", "priorities": priorities},
     ]
-    resolved = [
+    resolved: list[Mapping[str, Any]] = [
         {**p, "localQueues": [{"namespace": NAMESPACE, "name": QUEUE, "clusterQueue": CLUSTER_QUEUE}],
          "clusterQueues": [CLUSTER_QUEUE], "resourceFlavors": [CPU_FLAVOR, GPU_FLAVOR], "topologies": [],
          "workloadPriorityClasses": ["taugrid-default"], "podPriorityClasses": ["taugrid-default"],
@@ -245,28 +255,31 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
         {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": {"name": NAMESPACE, "labels": {"tau.azure.com/workspace": WORKSPACE,
-                                                    "tau.azure.com/local-queue": QUEUE,
-                                                    "kueue.x-k8s.io/default-local-queue": QUEUE},
-                      "annotations": {"tau.azure.com/result-scope": OUTPUT_ROOT}}},
+         "metadata": {"name": NAMESPACE, "labels": {keys.WORKSPACE: WORKSPACE,
+                                                    keys.LOCAL_QUEUE: QUEUE,
+                                                    keys.KUEUE_DEFAULT_LOCAL_QUEUE: QUEUE},
+                      "annotations": {keys.RESULT_SCOPE: OUTPUT_ROOT}}},
+        # the baseline queue: the CPU flavor takes CPU work (zero GPU quota); the generic GPU flavor's admission
+        # taint keeps CPU-only work off GPU quota, and GPU pods tolerate it with the tolerations they carry
         {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": CPU_FLAVOR},
-         "spec": {"nodeLabels": {"agentpool": "cpu"}}},
+         "spec": {"nodeLabels": dict(CPU_NODE_LABELS)}},
         {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": GPU_FLAVOR},
-         "spec": {"nodeLabels": {"tau.azure.com/gpu-class": GPU_CLASS},
-                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}},
+         "spec": {"nodeLabels": dict(GPU_NODE_LABELS), "nodeTaints": [dict(GPU_TAINT)]}},
         {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
-         "spec": {"namespaceSelector": {"matchExpressions": [{"key": "tau.azure.com/workspace",
-                                                              "operator": "Exists"}]},
+         "spec": {"namespaceSelector": {"matchExpressions": [{"key": keys.WORKSPACE, "operator": "Exists"}]},
                   "queueingStrategy": "BestEffortFIFO",
                   "preemption": {"withinClusterQueue": "LowerPriority"},
                   "resourceGroups": [
-                      {"coveredResources": ["cpu", "memory"],
-                       "flavors": [{"name": CPU_FLAVOR, "resources": [
-                           {"name": "cpu", "nominalQuota": cpu_quota},
-                           {"name": "memory", "nominalQuota": memory_quota}]}]},
-                      {"coveredResources": ["nvidia.com/gpu"],
-                       "flavors": [{"name": GPU_FLAVOR, "resources": [
-                           {"name": "nvidia.com/gpu", "nominalQuota": gpu_quota}]}]},
+                      {"coveredResources": ["cpu", "memory", keys.NVIDIA_GPU],
+                       "flavors": [
+                           {"name": CPU_FLAVOR, "resources": [
+                               {"name": "cpu", "nominalQuota": cpu_quota},
+                               {"name": "memory", "nominalQuota": memory_quota},
+                               {"name": keys.NVIDIA_GPU, "nominalQuota": "0"}]},
+                           {"name": GPU_FLAVOR, "resources": [
+                               {"name": "cpu", "nominalQuota": cpu_quota},
+                               {"name": "memory", "nominalQuota": memory_quota},
+                               {"name": keys.NVIDIA_GPU, "nominalQuota": str(gpu_quota)}]}]},
                   ]}},
         {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": QUEUE, "namespace": NAMESPACE},
          "spec": {"clusterQueue": CLUSTER_QUEUE}},
@@ -290,7 +303,7 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": RESEARCHER_GROUP}]},
         {"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": "tau-workspace-reader"},
-         "rules": [_rule(READ, ["tau.azure.com"], ["workspaces", "clusters"]),
+         "rules": [_rule(READ, [keys.API_GROUP], ["workspaces", "clusters"]),
                    _rule(["get"], ["kueue.x-k8s.io"], ["workloadpriorityclasses"]),
                    _rule(["get"], ["scheduling.k8s.io"], ["priorityclasses"])]},
         {"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": "tau-workspace-reader"},
@@ -298,7 +311,7 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]},
         {"apiVersion": TAU, "kind": "TauWorkspace",
          "metadata": {"name": WORKSPACE, "namespace": SYSTEM_NAMESPACE,
-                      "annotations": {"tau.azure.com/v0-primary-workspace": "true"}},
+                      "annotations": {keys.V0_PRIMARY_WORKSPACE: "true"}},
          "spec": {"authorization": {"mode": "workspace-rbac"},
                   "principalRef": {"provider": "entra", "name": RESEARCHER_GROUP},
                   "kubernetesSubject": {"kind": "Group", "name": RESEARCHER_GROUP},
