@@ -129,6 +129,20 @@ def test_library_transport_maps_unreachable_and_rejected(grid, tmp_path: Path) -
     assert "cannot reach the Kubernetes API server at http://127.0.0.1:9" in err.value.message
 
 
+@pytest.mark.parametrize("user", [{"token": "t"}, _exec_user("t")], ids=["direct", "library"])
+def test_stream_to_unreachable_server_is_a_clear_error(tmp_path: Path, user: dict[str, Any]) -> None:
+    gone = _write(tmp_path / "gone", _config("http://127.0.0.1:9", user))
+
+    async def go() -> None:
+        async with await KubeSession.connect(kubeconfig=gone, retry=FAST) as s:
+            async for _ in s.watch(CONFIGMAPS, timeout_seconds=1):
+                pass
+
+    with pytest.raises(KubeApiError) as err:
+        asyncio.run(go())
+    assert "cannot reach the Kubernetes API server at http://127.0.0.1:9" in err.value.message
+
+
 def test_direct_https_with_the_cluster_ca(tmp_path: Path) -> None:
     cluster = SimCluster(tls=True).start()
     try:

@@ -506,7 +506,7 @@ class KubeSession:
         self.requests += 1
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         try:
-            stream = self._transport.stream("GET", self._target(path, query), headers)
+            stream = self._transport.stream("GET", self._target(path, query), headers, connect_timeout=self.timeout)
             response, chunks = await stream.__aenter__()
         except (TimeoutError, OSError) as exc:
             raise self._connection_error("GET", path, exc) from exc

@@ -116,7 +116,7 @@ class LibraryTransport:
         await self._api.close()
 
     async def _send(self, method: str, target: str, headers: Mapping[str, str], body: Any,
-                    timeout: float | None) -> Any:
+                    timeout: float | tuple[float | None, float | None] | None) -> Any:
         path, _, query = target.partition("?")
         from urllib.parse import parse_qsl
 
@@ -141,11 +141,11 @@ class LibraryTransport:
 
     @asynccontextmanager
     async def stream(self, method: str, target: str, headers: Mapping[str, str],
-                     timeout: float | None = None) -> AsyncIterator[tuple[Response, AsyncIterator[bytes]]]:
+                     connect_timeout: float | None = None) -> AsyncIterator[tuple[Response, AsyncIterator[bytes]]]:
         import aiohttp
 
-        try:
-            response = await self._send(method, target, headers, None, timeout)
+        try:  # (connect, read): only connecting is bounded
+            response = await self._send(method, target, headers, None, (connect_timeout, None))
         except aiohttp.ClientError as exc:
             raise TransportError(str(exc) or type(exc).__name__) from exc
 

@@ -278,13 +278,15 @@ class HttpTransport:
 
     @asynccontextmanager
     async def stream(self, method: str, target: str, headers: Mapping[str, str],
-                     timeout: float | None = None) -> AsyncIterator[tuple[Response, AsyncIterator[bytes]]]:
-        """Send one request and hand over the body as chunks (``logs?follow``, watches)."""
-        async with asyncio.timeout(timeout):
+                     connect_timeout: float | None = None) -> AsyncIterator[tuple[Response, AsyncIterator[bytes]]]:
+        """Send one request and hand over the body as chunks (``logs?follow``, watches).
+
+        Only connecting is bounded by ``connect_timeout``: a quiet stream may wait for its answer.
+        """
+        async with asyncio.timeout(connect_timeout):
             conn = await self._open()
         try:
-            async with asyncio.timeout(timeout):
-                status, response_headers = await self._exchange(conn, method, target, headers, None)
+            status, response_headers = await self._exchange(conn, method, target, headers, None)
             yield Response(status, response_headers), _iter_body(conn.reader, response_headers)
         finally:
             conn.close()
