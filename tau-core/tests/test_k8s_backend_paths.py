@@ -35,3 +35,16 @@ def test_any_text_is_either_refused_or_contained(text: str) -> None:
     except UsageError:
         return
     assert posixpath.normpath(posixpath.join("/r", normalized)).startswith("/r/")
+
+
+def test_kueue_reasons_tell_a_quota_shortage_from_a_flavor_mismatch() -> None:
+    from tau_core.status_tree import _short_of_quota
+
+    prefix = "couldn't assign flavors to pod set main: "
+    taint = "untolerated taint {sku gpu noschedule} in flavor gpu"
+    assert _short_of_quota(prefix + f"insufficient quota for cpu in flavor cpu, request > maximum capacity "
+                                    f"(500 > 32), {taint}")
+    assert _short_of_quota(prefix + "insufficient unused quota for cpu in flavor cpu, 4 more needed")
+    assert not _short_of_quota(prefix + f"insufficient quota for nvidia.com/gpu in flavor cpu, request > maximum "
+                                        f"capacity (8 > 0), {taint}")
+    assert not _short_of_quota(prefix + "flavor cpu doesn't match node affinity")

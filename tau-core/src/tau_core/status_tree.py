@@ -267,7 +267,10 @@ def _workload_phase(snap: Snapshot) -> Phase:
                      hint="Kueue reclaimed capacity for other work; the run is requeued and starts when quota frees up")
     hint = None
     low = reason.lower()
-    if "node affinity" in low or "taint" in low or "doesn't match" in low:
+    if _short_of_quota(low):  # a flavor fits but lacks quota (other flavors may not fit at all)
+        hint = ("the queue lacks free quota right now; the run starts when capacity frees up — ask the "
+                "platform/queue owner for more capacity if it stays pending")
+    elif "node affinity" in low or "taint" in low or "doesn't match" in low:
         hint = ("no ResourceFlavor of the queue matches the workload's node selector or tolerations; check "
                 "compute.gpu_class and policy.node_selector against the workspace's flavors")
     elif "quota" in low or "insufficient" in low or "exceed" in low:
@@ -277,6 +280,26 @@ def _workload_phase(snap: Snapshot) -> Phase:
         hint = "the LocalQueue is missing or inactive; check `tau workspace status <workspace>`"
     return Phase(name, "active", detail, hint=hint)
 
+
+
+def _short_of_quota(message: str) -> bool:
+    """True when Kueue says some flavor lacks quota it does have (not a flavor capped at zero).
+
+    Kueue lists one reason per flavor (``insufficient quota for cpu in flavor a, request > maximum
+    capacity (500 > 32), untolerated taint {...} in flavor b``).  A flavor whose maximum is 0 offers none
+    of that resource, which is a mismatch rather than a shortage.
+    """
+    start = 0
+    while (at := message.find("insufficient", start)) >= 0:
+        start = at + 1
+        clause = message[at:].split(" in flavor ", 1)[-1]
+        capacity = clause.split("maximum capacity (", 1)
+        if len(capacity) == 1 or capacity[0].count(",") > 1:
+            return True  # "insufficient unused quota ..." or no capacity figure for this flavor
+        maximum = capacity[1].split(")", 1)[0].rpartition(">")[2].strip()
+        if maximum not in ("0", "0m"):
+            return True
+    return False
 
 def _pod_ids(pods: Iterable[Obj]) -> tuple[set[str], set[str]]:
     return {str(_meta(p).get("uid")) for p in pods}, {str(_meta(p).get("name")) for p in pods}
