@@ -1,8 +1,8 @@
 """The session's two transports against the simulated API server.
 
-The session speaks HTTP/1.1 itself for kubeconfig credentials that need no helper (tokens, basic
-auth, client certificates, CAs) and goes through kubernetes-asyncio for the rest (exec plugins,
-auth providers, proxies).  Both must read, stream, watch and map errors the same way.
+The session speaks HTTP/1.1 itself for tokens, basic auth, client certificates, CAs and exec
+credential plugins, and goes through kubernetes-asyncio for the rest (auth providers, proxies).
+Both must read, stream, watch and map errors the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tau_core.errors import ClusterError
 from tau_core.kube import KubeApiError, KubeSession, RetryPolicy, api_path
 from tau_core.kubehttp import plan
 from tau_testing.sim import SimCluster
@@ -45,12 +46,25 @@ def _write(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
-def _exec_user(token: str) -> dict[str, Any]:
-    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
-                  "status": {"token": token}}
-    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
-                     "args": ["-c", f"print({json.dumps(json.dumps(credential))})"],
-                     "interactiveMode": "Never"}}
+def _exec_user(token: str, *, expires: str | None = None, log: Path | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"token": token}
+    if expires:
+        status["expirationTimestamp"] = expires
+    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": status}
+    script = (f"import os, sys; print({json.dumps(json.dumps(credential))}); "
+              "log = os.environ.get('PLUGIN_LOG'); log and open(log, 'a').write(os.environ['KUBERNETES_EXEC_INFO'] + '\\n')")
+    plugin: dict[str, Any] = {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                              "args": ["-c", script], "interactiveMode": "Never"}
+    if log:
+        plugin["env"] = [{"name": "PLUGIN_LOG", "value": str(log)}]
+    return {"exec": plugin}
+
+
+@pytest.fixture
+def via_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy variable sends the session through kubernetes-asyncio (NO_PROXY keeps it direct)."""
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
 
 
 def _token(cluster: SimCluster, name: str) -> str:
@@ -84,7 +98,8 @@ def test_plan_covers_plain_credentials_and_defers_the_rest(tmp_path: Path) -> No
     plain = _config("http://127.0.0.1:8080", {"token": "t"})
     assert plan(plain, env={}) is not None
     assert plan(plain, env={"HTTPS_PROXY": "http://proxy:3128"}) is None
-    assert plan(_config("http://h", _exec_user("t")), env={}) is None
+    assert plan(_config("http://h", _exec_user("t")), env={}) is not None
+    assert plan(_config("http://h", {**_exec_user("t"), "token": "also"}), env={}) is None
     assert plan(_config("http://h", {"auth-provider": {"name": "oidc"}}), env={}) is None
     assert plan(_config("http://h", {"token": "t"}, {"proxy-url": "http://proxy:3128"}), env={}) is None
     assert plan(_config("ftp://h", {"token": "t"}), env={}) is None
@@ -102,7 +117,59 @@ def test_direct_http_reads_gathers_watches_and_maps_errors(grid, tmp_path: Path)
     assert missing.not_found and "no-such-map not found" in missing.message
 
 
-def test_exec_plugin_goes_through_kubernetes_asyncio(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_exec_plugin_token_direct(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, _ = grid
+    log = tmp_path / "plugin.log"
+    kubeconfig = _write(tmp_path / "config", _config(cluster.url, _exec_user(_token(cluster, "admin"), log=log)))
+    kind, names, events, missing = asyncio.run(_read_and_watch(kubeconfig))
+    assert kind == "HttpTransport"
+    assert names == ["aurora"] * 6
+    assert "ADDED" in events
+    assert missing.not_found
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(runs) == 1  # one credential serves every request of the session
+    assert runs[0]["kind"] == "ExecCredential" and runs[0]["spec"] == {"interactive": False}
+
+
+def test_expired_exec_credential_is_renewed(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, _ = grid
+    log = tmp_path / "plugin.log"
+    user = _exec_user(_token(cluster, "admin"), expires="2020-01-01T00:00:00Z", log=log)
+    kubeconfig = _write(tmp_path / "config", _config(cluster.url, user))
+
+    async def go() -> None:
+        async with await KubeSession.connect(kubeconfig=kubeconfig, retry=FAST) as s:
+            for _ in range(3):
+                await s.list_items(WS)
+
+    asyncio.run(go())
+    assert len(log.read_text().splitlines()) == 3
+
+
+def test_failing_exec_plugin_is_a_clear_error(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, _ = grid
+    plugin = {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+              "args": ["-c", "import sys; sys.exit('AADSTS70043: the refresh token has expired')"],
+              "installHint": "install kubelogin"}
+    missing = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(tmp_path / "no-such-plugin"),
+               "installHint": "install kubelogin"}
+
+    async def go(path: Path) -> None:
+        async with await KubeSession.connect(kubeconfig=path, retry=FAST) as s:
+            await s.list_items(WS)
+
+    with pytest.raises(ClusterError) as err:
+        asyncio.run(go(_write(tmp_path / "failing", _config(cluster.url, {"exec": plugin}))))
+    assert "credential plugin" in err.value.message and "exit 1" in err.value.message
+    assert "refresh token has expired" in err.value.message and err.value.hint == "install kubelogin"
+    with pytest.raises(ClusterError) as err:
+        asyncio.run(go(_write(tmp_path / "missing", _config(cluster.url, {"exec": missing}))))
+    assert "cannot run the kubeconfig credential plugin" in err.value.message
+    assert err.value.hint == "install kubelogin"
+
+
+@pytest.mark.usefixtures("via_library")
+def test_proxy_settings_go_through_kubernetes_asyncio(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cluster, _ = grid
     kubeconfig = _write(tmp_path / "config", _config(cluster.url, _exec_user(_token(cluster, "admin"))))
     kind, names, events, missing = asyncio.run(_read_and_watch(kubeconfig))
@@ -112,10 +179,11 @@ def test_exec_plugin_goes_through_kubernetes_asyncio(grid, tmp_path: Path) -> No
     assert missing.not_found and "no-such-map not found" in missing.message
 
 
+@pytest.mark.usefixtures("via_library")
 def test_library_transport_maps_unreachable_and_rejected(grid, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cluster, _ = grid
     rejected = _write(tmp_path / "bad", _config(cluster.url, _exec_user("not-a-token")))
-    gone = _write(tmp_path / "gone", _config("http://127.0.0.1:9", _exec_user("t")))
+    gone = _write(tmp_path / "gone", _config("http://127.0.0.1:9", {"token": "t"}))
 
     async def go(path: Path) -> None:
         async with await KubeSession.connect(kubeconfig=path, retry=FAST) as s:
@@ -129,9 +197,13 @@ def test_library_transport_maps_unreachable_and_rejected(grid, tmp_path: Path) -
     assert "cannot reach the Kubernetes API server at http://127.0.0.1:9" in err.value.message
 
 
-@pytest.mark.parametrize("user", [{"token": "t"}, _exec_user("t")], ids=["direct", "library"])
-def test_stream_to_unreachable_server_is_a_clear_error(tmp_path: Path, user: dict[str, Any]) -> None:
-    gone = _write(tmp_path / "gone", _config("http://127.0.0.1:9", user))
+@pytest.mark.parametrize("library", [False, True], ids=["direct", "library"])
+def test_stream_to_unreachable_server_is_a_clear_error(tmp_path: Path, library: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    if library:
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    gone = _write(tmp_path / "gone", _config("http://127.0.0.1:9", {"token": "t"}))
 
     async def go() -> None:
         async with await KubeSession.connect(kubeconfig=gone, retry=FAST) as s:

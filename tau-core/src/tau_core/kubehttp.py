@@ -8,12 +8,12 @@ builds a third even for a plain-HTTP server, and its configuration pulls in ``ur
 ``https://`` server (loading just the kubeconfig's CA when one is given, as the library does), and
 keeps a small pool of keep-alive connections so that concurrent reads can run side by side.
 
-It covers the kubeconfig credentials that need no helper: ``token``, ``tokenFile``,
-``username``/``password``, client certificates and CAs (file or inline data),
-``insecure-skip-tls-verify`` and ``tls-server-name``.  For anything else (an ``exec`` plugin, an
-``auth-provider``, a ``proxy-url``, proxy environment variables, unknown fields) :func:`plan`
-answers ``None`` and the session uses ``kubernetes-asyncio`` (:mod:`tau_core.kubeclient`), so
-every mechanism the library supports keeps working.
+It covers ``token``, ``tokenFile``, ``username``/``password``, client certificates and CAs (file or
+inline data), ``insecure-skip-tls-verify``, ``tls-server-name`` and ``exec`` credential plugins
+(``client.authentication.k8s.io``: a token or a client certificate, run again once the credential
+expires).  For anything else (an ``auth-provider``, a ``proxy-url``, proxy environment variables,
+unknown fields) :func:`plan` answers ``None`` and the session uses ``kubernetes-asyncio``
+(:mod:`tau_core.kubeclient`), so every mechanism the library supports keeps working.
 
 Both transports offer the same two calls — :meth:`request` (the whole response) and
 :meth:`stream` (the body as chunks) — and raise :class:`TransportError` (an ``OSError``) or
@@ -40,6 +40,10 @@ from tau_core.errors import ClusterError
 _PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy")
 _USER_FIELDS = frozenset({"token", "tokenFile", "username", "password", "client-certificate",
                           "client-certificate-data", "client-key", "client-key-data"})
+_EXEC_FIELDS = frozenset({"command", "args", "env", "apiVersion", "installHint", "provideClusterInfo",
+                          "interactiveMode"})
+#: an exec credential is renewed this many seconds before it expires
+_EXPIRY_MARGIN = 10.0
 _CLUSTER_FIELDS = frozenset({"server", "certificate-authority", "certificate-authority-data",
                              "insecure-skip-tls-verify", "tls-server-name", "extensions", "disable-compression"})
 #: an idle keep-alive connection older than this is not trusted with a write (the server may have closed it)
@@ -70,13 +74,15 @@ class Endpoint:
     verify: bool = True
     server_name: str | None = None
     host_header: str = field(default="")
+    exec_plugin: dict[str, Any] | None = None
+    exec_expires: float | None = None
 
 
 def plan(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Endpoint | None:
     """The :class:`Endpoint` for an isolated kubeconfig (see ``KubeConfig.isolate``), or None.
 
-    None means the context needs ``kubernetes-asyncio`` (exec plugins, auth providers, proxies, or
-    fields this transport does not know).
+    None means the context needs ``kubernetes-asyncio`` (auth providers, proxies, or fields this
+    transport does not know).
     """
     env = os.environ if env is None else env
     if any(env.get(name) or env.get(name.upper()) for name in _PROXY_VARIABLES):
@@ -86,7 +92,10 @@ def plan(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> End
         user = dict(config["users"][0].get("user") or {})
     except (KeyError, IndexError, TypeError, AttributeError):
         return None
+    exec_plugin = user.pop("exec", None)
     if set(cluster) - _CLUSTER_FIELDS or set(user) - _USER_FIELDS:
+        return None
+    if exec_plugin is not None and not _plain_exec(exec_plugin, user):
         return None
     server = cluster.get("server")
     if not isinstance(server, str):
@@ -104,7 +113,9 @@ def plan(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> End
     endpoint = Endpoint(scheme=parts.scheme, host=parts.hostname, port=port, base_path=parts.path,
                         host_header=host_header)
     token = _token(user)
-    if token:
+    if exec_plugin is not None:
+        endpoint.exec_plugin = dict(exec_plugin)
+    elif token:
         endpoint.authorization = f"Bearer {token}"
     elif "username" in user and "password" in user:
         basic = f"{user['username']}:{user['password']}".encode()
@@ -124,6 +135,71 @@ def plan(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> End
         if endpoint.key_file is None and user.get("client-key-data"):
             endpoint.key_data = _decode(user["client-key-data"], "client-key-data")
     return endpoint
+
+
+def _plain_exec(plugin: Any, user: Mapping[str, Any]) -> bool:
+    """An exec plugin this transport runs itself: well formed, and the user's only credential."""
+    if not isinstance(plugin, dict) or set(plugin) - _EXEC_FIELDS or user:
+        return False
+    if not isinstance(plugin.get("command"), str) or not plugin["command"] or not plugin.get("apiVersion"):
+        return False
+    env = plugin.get("env") or []
+    return (isinstance(plugin.get("args") or [], list) and isinstance(env, list)
+            and all(isinstance(e, dict) and "name" in e and "value" in e for e in env))
+
+
+async def run_exec_plugin(plugin: Mapping[str, Any]) -> dict[str, Any]:
+    """Run a kubeconfig ``exec`` credential plugin and return its ``ExecCredential`` status."""
+    import sys
+
+    command = str(plugin["command"])
+    api_version = str(plugin["apiVersion"])
+    env = dict(os.environ)
+    env.update({str(e["name"]): str(e["value"]) for e in plugin.get("env") or []})
+    env["KUBERNETES_EXEC_INFO"] = json.dumps({"apiVersion": api_version, "kind": "ExecCredential",
+                                              "spec": {"interactive": sys.stdout.isatty()}})
+    install = str(plugin.get("installHint") or "").strip()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            command, *[str(a) for a in plugin.get("args") or []], env=env, stdin=None,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    except OSError as exc:
+        raise ClusterError(f"cannot run the kubeconfig credential plugin {command}: {exc.strerror or exc}",
+                           hint=install or "install the plugin, or fix the exec command in the kubeconfig") from exc
+    stdout, stderr = await proc.communicate()
+    if proc.returncode != 0:
+        detail = stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ClusterError(
+            f"the kubeconfig credential plugin {command} failed (exit {proc.returncode})"
+            + (f": {detail[-1]}" if detail else ""),
+            hint=install or "sign in again (for AKS: az login), or run the plugin by hand to see why")
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        data = None
+    status = data.get("status") if isinstance(data, dict) else None
+    if not isinstance(status, dict) or data.get("kind") != "ExecCredential" or data.get("apiVersion") != api_version:
+        raise ClusterError(f"the kubeconfig credential plugin {command} did not print an {api_version} "
+                           "ExecCredential", hint="check the plugin and the exec apiVersion in the kubeconfig")
+    if not status.get("token") and not (status.get("clientCertificateData") and status.get("clientKeyData")):
+        raise ClusterError(f"the kubeconfig credential plugin {command} returned neither a token nor a client "
+                           "certificate and key", hint="check the plugin's configuration")
+    return status
+
+
+def _expiry(value: Any) -> float | None:
+    """Monotonic deadline for an RFC 3339 ``expirationTimestamp`` (None: does not expire)."""
+    if not value:
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return time.monotonic() + (moment - datetime.now(UTC)).total_seconds()
 
 
 def _text(value: Any) -> str | None:
@@ -179,6 +255,30 @@ class HttpTransport:
         self.endpoint = endpoint
         self._idle: list[_Connection] = []
         self._ssl: Any = None
+        self._credential_lock: asyncio.Lock | None = None
+
+    async def _credentials(self) -> None:
+        """Run the exec plugin when there is no credential yet or it (nearly) expired."""
+        e = self.endpoint
+        if e.exec_plugin is None:
+            return
+        if self._credential_lock is None:
+            self._credential_lock = asyncio.Lock()
+        async with self._credential_lock:
+            fresh = e.exec_expires is None or time.monotonic() < e.exec_expires - _EXPIRY_MARGIN
+            if (e.authorization or e.cert_data) and fresh:
+                return
+            status = await run_exec_plugin(e.exec_plugin)
+            e.exec_expires = _expiry(status.get("expirationTimestamp"))
+            if status.get("token"):
+                e.authorization = f"Bearer {status['token']}"
+                return
+            e.cert_data = str(status["clientCertificateData"]).encode()
+            e.key_data = str(status["clientKeyData"]).encode()
+            self._ssl = None  # a new client certificate: connections made with the old one are dropped
+            idle, self._idle = self._idle, []
+            for conn in idle:
+                conn.close()
 
     # -- connections -------------------------------------------------------------------------
     def _ssl_context(self) -> Any:
@@ -255,6 +355,7 @@ class HttpTransport:
         """Send one request and read the whole answer (within ``timeout`` seconds, if given)."""
         payload = _encode(body)
         idempotent = method in ("GET", "HEAD")
+        await self._credentials()
         async with asyncio.timeout(timeout):
             conn, reused = await self._acquire(idempotent)
             try:
@@ -283,6 +384,7 @@ class HttpTransport:
 
         Only connecting is bounded by ``connect_timeout``: a quiet stream may wait for its answer.
         """
+        await self._credentials()
         async with asyncio.timeout(connect_timeout):
             conn = await self._open()
         try:
