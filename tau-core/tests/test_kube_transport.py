@@ -8,6 +8,7 @@ Both must read, stream, watch and map errors the same way.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 from pathlib import Path
@@ -215,6 +216,25 @@ def test_stream_to_unreachable_server_is_a_clear_error(tmp_path: Path, library: 
     assert "cannot reach the Kubernetes API server at http://127.0.0.1:9" in err.value.message
 
 
+def _client_certificate() -> tuple[bytes, bytes]:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "researcher")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    return (cert.public_bytes(pem),
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+
+
 def test_direct_https_with_the_cluster_ca(tmp_path: Path) -> None:
     cluster = SimCluster(tls=True).start()
     try:
@@ -226,6 +246,16 @@ def test_direct_https_with_the_cluster_ca(tmp_path: Path) -> None:
         insecure = _write(tmp_path / "insecure", _config(cluster.url, {"token": token},
                                                          {"insecure-skip-tls-verify": True}))
         untrusted = _write(tmp_path / "untrusted", _config(cluster.url, {"token": token}))
+        cert_pem, key_pem = _client_certificate()
+        cert_dir = tmp_path / "certs"
+        cert_dir.mkdir()
+        (cert_dir / "client.crt").write_bytes(cert_pem)
+        (cert_dir / "client.key").write_bytes(key_pem)
+        inline = {"token": token, "client-certificate-data": base64.b64encode(cert_pem).decode(),
+                  "client-key-data": base64.b64encode(key_pem).decode()}
+        files = {"token": token, "client-certificate": "certs/client.crt", "client-key": "certs/client.key"}
+        with_inline = _write(tmp_path / "inline", _config(cluster.url, inline, {"certificate-authority-data": ca}))
+        with_files = _write(tmp_path / "files", _config(cluster.url, files, {"certificate-authority-data": ca}))
         path = api_path("v1", "namespaces")
 
         async def go(kubeconfig: Path) -> list[str]:
@@ -235,6 +265,8 @@ def test_direct_https_with_the_cluster_ca(tmp_path: Path) -> None:
 
         assert "default" in asyncio.run(go(trusted))
         assert "default" in asyncio.run(go(insecure))
+        assert "default" in asyncio.run(go(with_inline))
+        assert "default" in asyncio.run(go(with_files))  # relative to the kubeconfig's directory
         with pytest.raises(KubeApiError) as err:
             asyncio.run(go(untrusted))
         assert "cannot reach the Kubernetes API server at https://" in err.value.message
