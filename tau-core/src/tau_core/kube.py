@@ -1,8 +1,10 @@
-"""The one small Kubernetes session type, over ``kubernetes-asyncio``.
+"""The one small Kubernetes session type.
 
 :class:`KubeSession` loads a kubeconfig (an explicit path, ``KUBECONFIG`` or ``~/.kube/config``),
-selects a context, and sends plain REST calls through the library's ``ApiClient`` so that every
-authentication mechanism the library supports (tokens, client certificates, exec plugins) works.
+selects a context, and sends plain REST calls.  For tokens, basic auth, client certificates, CAs and
+exec credential plugins it speaks HTTP/1.1 itself (:mod:`tau_core.kubehttp`, a fraction of the
+start-up cost); any other context (auth providers, proxies) goes through the ``ApiClient`` of
+``kubernetes-asyncio`` (:mod:`tau_core.kubeclient`), so every mechanism the library supports works.
 Bodies are plain dicts; nothing is deserialized into generated models.
 
 * Idempotent reads (GET, list, logs) retry with exponential backoff on 429 (honouring
@@ -14,7 +16,8 @@ Bodies are plain dicts; nothing is deserialized into generated models.
   one-line message and a hint: unreachable server, rejected credential, forbidden verb, a
   resource type the cluster does not serve ("not a TauGrid cluster").
 
-``kubernetes_asyncio`` is imported inside functions only; importing this module is cheap.
+``kubernetes_asyncio`` (and ``aiohttp``) are imported only when a context needs them; importing this
+module is cheap.
 Commands call the async API through :func:`run` at the edge.
 """
 
