@@ -1,7 +1,7 @@
 """The session's library transport: a ``kubernetes_asyncio`` ApiClient for one isolated kubeconfig context.
 
 The session talks HTTP itself (:mod:`tau_core.kubehttp`) whenever the context's credentials allow;
-this transport serves the rest (exec plugins, auth providers, proxies), with the same
+this transport serves the rest (auth providers, proxies, exec beside another credential), with the same
 ``request``/``stream``/``close`` calls and the same errors (:class:`~tau_core.kubehttp.TransportError`,
 ``TimeoutError``).
 
