@@ -130,7 +130,11 @@ def first_paint(page_path: Path) -> tuple[float, float]:
 
 def main() -> None:
     points = RUNS * METRICS * STEPS
-    store = CACHE / f"tau-bench-stellar-{RUNS}x{METRICS}x{STEPS}"
+    from taugrid_portal.store import SCHEMA_VERSION
+
+    # the store layout version is part of the cache key: a store cached by an older release
+    # would be migrated on open but lack what newer imports write (e.g. display copies)
+    store = CACHE / f"tau-bench-stellar-{SCHEMA_VERSION}-{RUNS}x{METRICS}x{STEPS}"
     if not (store / "manifest.json").is_file():
         print(f"building store: {RUNS} runs x {METRICS} metrics x {STEPS} steps = {points:,} points ...",
               file=sys.stderr)

@@ -20,7 +20,7 @@ def _manifest(root, version):
     }))
 
 
-def test_v0_store_with_hypotheses_and_questions_migrates_to_v5(tmp_path):
+def test_v0_store_with_hypotheses_and_questions_migrates_to_v6(tmp_path):
     root = tmp_path / "old"
     _manifest(root, "")
     conn = sqlite3.connect(root / "index.sqlite")
@@ -50,9 +50,9 @@ def test_v0_store_with_hypotheses_and_questions_migrates_to_v5(tmp_path):
     legacy_log.write_text('{"run_id": "r1"}\n{"run_id": "r2"}\n')
 
     store = ExperimentStore.open(root)
-    assert any("expstore.v0 -> expstore.v1" in w and "expstore.v4 -> expstore.v5" in w for w in store.warnings)
+    assert any("expstore.v0 -> expstore.v1" in w and "expstore.v5 -> expstore.v6" in w for w in store.warnings)
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["schema_version"] == "expstore.v5" and manifest["project"] == "legacy"
+    assert manifest["schema_version"] == "expstore.v6" and manifest["project"] == "legacy"
     tables = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"hypotheses", "questions", "run_experiments", "stellar_workspaces"}.isdisjoint(tables)
     assert {"stellar_dashboards", "metric_summaries", "artifacts"} <= tables
@@ -82,7 +82,7 @@ def test_v3_store_gets_dashboards_table(tmp_path):
     tables = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "stellar_dashboards" in tables and "stellar_workspaces" not in tables
     assert store.warnings == ["migrated experiment store schema: expstore.v3 -> expstore.v4, expstore.v4 -> "
-                              "expstore.v5"]
+                              "expstore.v5, expstore.v5 -> expstore.v6"]
 
 
 def test_newer_store_is_refused_with_upgrade_hint(tmp_path):
@@ -140,3 +140,34 @@ def test_metric_files_without_summaries_are_backfilled(tmp_path):
     assert sums["loss"]["latest_value"] == 0.5 and sums["acc"]["latest_value"] == 0.7
     assert any("skipped unreadable metric file metrics/missing.parquet" in w for w in store.warnings)
     assert store.run("r1").success_reasons == ["loss has 1 non-finite values"]
+
+
+def test_v5_store_with_metric_files_migrates_to_v6_and_charts_read_the_raw_history(tmp_path, write_history):
+    """A v5 store (no display copies) opens as v6; its charts come from the raw files, and a new
+    import into it gets a display copy."""
+    from taugrid_portal.stellar.snapshot import build_snapshot
+    from taugrid_portal.store.writes import import_jsonl
+
+    root = tmp_path / "v5"
+    store, _ = ExperimentStore.init(root, project="legacy")
+    import_jsonl(store, run="old", history=[str(write_history(tmp_path / "old.jsonl", steps=500))], experiment="e")
+    before = build_snapshot(store, "e", max_points=40)
+    store.close()
+    # turn it back into what expstore.v5 wrote: no metric_display table, v5 in manifest and index
+    conn = sqlite3.connect(root / "index.sqlite")
+    conn.execute("DROP TABLE metric_display")
+    conn.execute("UPDATE schema_meta SET value = 'expstore.v5' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    manifest = json.loads((root / "manifest.json").read_text())
+    (root / "manifest.json").write_text(json.dumps({**manifest, "schema_version": "expstore.v5"}))
+
+    store = ExperimentStore.open(root)
+    assert store.warnings == ["migrated experiment store schema: expstore.v5 -> expstore.v6"]
+    assert json.loads((root / "manifest.json").read_text())["schema_version"] == "expstore.v6"
+    assert store.query("SELECT COUNT(*) AS n FROM metric_display") == [{"n": 0}]
+    after = build_snapshot(store, "e", max_points=40)
+    assert after["charts"] == before["charts"]
+    import_jsonl(store, run="new", history=[str(write_history(tmp_path / "new.jsonl", steps=500))], experiment="e")
+    assert store.query("SELECT DISTINCT run_id FROM metric_display") == [{"run_id": "new"}]
+    store.close()

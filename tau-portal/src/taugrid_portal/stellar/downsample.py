@@ -9,8 +9,14 @@ Algorithm ``minmax`` for one series and a budget of ``B`` points:
 2. If the series has at most ``B`` points, keep all of them (``algorithm = "none"``).
 3. ``B == 1`` keeps the last point; ``B`` of 2 or 3 keeps the first and the last point.
 4. Otherwise keep the first and the last point, split the step range ``[first, last]`` into
-   ``(B - 2) // 2`` equal-width buckets, and keep, per bucket, the point with the smallest
-   value and the point with the largest value (ties go to the smaller step).
+   ``K`` equal-width buckets, ``K`` the largest power of two not above ``(B - 2) // 2``, and
+   keep, per bucket, the point with the smallest value and the point with the largest value
+   (ties go to the smaller step).  A step's bucket is ``(step - first) * K // (last - first + 1)``.
+
+Power-of-two bucket counts nest: bucket ``b`` at ``K`` buckets is exactly the union of buckets
+``2b`` and ``2b + 1`` at ``2K``.  That is what lets the store precompute each imported series
+once per level at import time (``metric_display``) and serve the same points without reading
+the raw history (see :func:`taugrid_portal.store.display.display_levels`).
 
 The result is sorted by step, never exceeds ``B`` points, always contains the global minimum
 and maximum, and depends only on the input — the same store gives the same page.
@@ -54,7 +60,9 @@ class Sampled:
 
 
 def bucket_count(budget: int) -> int:
-    return (budget - 2) // 2
+    """Buckets for a budget of ``budget >= 4`` points: the largest power of two <= (budget - 2) // 2."""
+    half = (budget - 2) // 2
+    return 1 << (half.bit_length() - 1) if half >= 1 else 1
 
 
 def bucket_of(step: int, first: int, last: int, buckets: int) -> int:
@@ -212,7 +220,7 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
 _KEYS = ["run_id", "metric_name"]
 
 
-def _out_schema() -> dict[str, Any]:
+def out_schema() -> dict[str, Any]:
     import polars as pl
 
     return {"run_id": pl.String, "metric_name": pl.String, "steps": pl.List(pl.Int64),
@@ -267,7 +275,7 @@ def downsample_runs(frame: pl.DataFrame, budget: int, run_of: dict[str, str] | N
 
     if budget < 1:
         raise ValueError("max points must be at least 1")
-    schema = _out_schema()
+    schema = out_schema()
     data = frame.select(
         pl.col("run_id").cast(pl.Categorical), pl.col("metric_name").cast(pl.Categorical),
         pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64),

@@ -1,6 +1,6 @@
 """The local experiment store: local truth for run evidence.
 
-On disk (``expstore.v5``)::
+On disk (``expstore.v6``)::
 
     <root>/manifest.json          schema version, kind, project (written atomically)
     <root>/index.sqlite           SQLite index in WAL mode (readers never block writers)
@@ -29,6 +29,9 @@ Read API (stable; Stellar and the CLI use only this)
     latest_wall_time`` (µs), ``latest_value, min_value, max_value, updated_at, latest_file_id``.
 ``store.series(run_ids, metric, *, start_step=None, end_step=None)`` -> ``polars.DataFrame`` with
     ``run_id`` (str), ``step`` (i64), ``value`` (f64), ``wall_time`` (datetime µs UTC), sorted by run and step.
+``store.display_series(run_ids, level)`` -> import-time display copies (:mod:`.display`) keyed by
+    ``(run_id, metric_name)`` for runs whose only metric file has one; Stellar uses them instead of
+    the raw history when they give the same points.
 ``store.artifacts(run_id)`` -> ``list[dict]`` (artifact rows); ``store.artifact_path(artifact_id)`` -> a
     ``Path`` guaranteed inside the store root (else ``UsageError``).
 ``store.configs(run_id)``, ``store.run_context(run_id)``, ``store.events(run_ids)``,

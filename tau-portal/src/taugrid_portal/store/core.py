@@ -580,6 +580,31 @@ class ExperimentStore:
         rows = self._in("SELECT * FROM metric_files WHERE run_id IN", run_ids)
         return sorted(rows, key=lambda r: (r["created_at"], r["file_id"]))
 
+    def display_series(self, run_ids: Sequence[str], level: int) -> dict[tuple[str, str], dict[str, Any]]:
+        """Import-time display copies at ``level`` buckets (see :mod:`.display`), keyed by
+        ``(run_id, metric_name)``: ``points`` plus the kept ``steps`` / ``values`` lists.
+
+        Only runs whose sole metric file carries a copy are included: once a run has a second
+        metric file, its series may span files and charts must read the raw history.
+        """
+        from .display import unpack_steps, unpack_values
+
+        per_run: dict[str, list[str]] = {}
+        for f in self.metric_files(run_ids):
+            per_run.setdefault(f["run_id"], []).append(f["file_id"])
+        single = {fids[0]: rid for rid, fids in per_run.items() if len(fids) == 1}
+        if not single:
+            return {}
+        rows = self._in("SELECT file_id, metric_name, points, point_steps, point_values FROM metric_display "
+                        "WHERE file_id IN", list(single), "AND level = ?", [level])
+        return {
+            (single[r["file_id"]], r["metric_name"]): {
+                "points": r["points"], "steps": unpack_steps(r["point_steps"]),
+                "values": unpack_values(r["point_values"]),
+            }
+            for r in rows if r["file_id"] in single
+        }
+
     def series(
         self,
         run_ids: Sequence[str],

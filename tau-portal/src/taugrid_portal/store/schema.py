@@ -1,4 +1,4 @@
-"""The SQLite index schema (``expstore.v5``) and the migration chain from older stores.
+"""The SQLite index schema (``expstore.v6``) and the migration chain from older stores.
 
 Opening a store applies, in order: the table DDL (``CREATE TABLE IF NOT EXISTS``), additive
 column migrations (columns newer releases added to existing tables), the versioned
@@ -12,14 +12,14 @@ import sqlite3
 
 from tau_core.errors import ConfigError
 
-SCHEMA_VERSION = "expstore.v5"
+SCHEMA_VERSION = "expstore.v6"
 STORE_KIND = "tau.exp.store"
 METRIC_SCHEMA_VERSION = "tau.metrics.scalar.v2"
 METRIC_SCHEMA_COLUMNS = (
     "project", "run_group_id", "run_id", "metric_name", "step", "wall_time",
     "value", "unit", "source", "split", "tags",
 )
-VERSIONS = ("expstore.v0", "expstore.v1", "expstore.v2", "expstore.v3", "expstore.v4", "expstore.v5")
+VERSIONS = ("expstore.v0", "expstore.v1", "expstore.v2", "expstore.v3", "expstore.v4", "expstore.v5", "expstore.v6")
 
 TABLES: dict[str, list[tuple[str, str]]] = {
     "schema_meta": [("key", "TEXT PRIMARY KEY"), ("value", "TEXT NOT NULL")],
@@ -94,6 +94,13 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     "metric_summary_files": [
         ("file_id", "TEXT PRIMARY KEY"), ("run_id", "TEXT"), ("summarized_at", "TEXT NOT NULL"),
     ],
+    # Display copies of imported series (derived data, see store/display.py): the points a
+    # chart keeps at each power-of-two bucket level, packed little-endian int64 / float64.
+    "metric_display": [
+        ("file_id", "TEXT NOT NULL"), ("metric_name", "TEXT NOT NULL"), ("level", "INTEGER NOT NULL"),
+        ("run_id", "TEXT NOT NULL"), ("points", "INTEGER NOT NULL"), ("point_steps", "BLOB NOT NULL"),
+        ("point_values", "BLOB NOT NULL"),
+    ],
     # Committed byte size of each append-log mirror: a writer killed between appending and
     # committing leaves extra bytes, which the next writer truncates away.
     "append_log_offsets": [("name", "TEXT PRIMARY KEY"), ("size", "INTEGER NOT NULL")],
@@ -102,6 +109,7 @@ PRIMARY_KEYS = {
     "configs": ("config_hash", "run_id"),
     "tags": ("scope_type", "scope_id", "key"),
     "metric_summaries": ("run_id", "metric_name"),
+    "metric_display": ("file_id", "metric_name", "level"),
 }
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS idx_runs_group ON runs(run_group_id)",
@@ -285,4 +293,9 @@ def _v4_to_v5(conn: sqlite3.Connection) -> None:
     """No structural change: mutable Stellar UI state is retired, its rows are kept."""
 
 
-_MIGRATIONS = (_v0_to_v1, _v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5)
+def _v5_to_v6(conn: sqlite3.Connection) -> None:
+    """Add ``metric_display`` (created by the table DDL).  Older metric files get no display
+    copy: their charts keep reading the raw history, with the same result."""
+
+
+_MIGRATIONS = (_v0_to_v1, _v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6)

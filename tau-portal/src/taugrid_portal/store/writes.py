@@ -130,6 +130,7 @@ def _commit_metric_file(
     digest: str,
     writer: MetricFileWriter,
     created_at: str,
+    display: Sequence[dict[str, Any]] = (),
 ) -> bool:
     """Record a metric file, fold its summaries in and place it. False when it already existed."""
     row = {
@@ -144,6 +145,13 @@ def _commit_metric_file(
         return False
     fold_file_summaries(txn.conn, run_id=writer.run_id, project=writer.project, run_group_id=writer.run_group_id,
                         file_id=file_id, created_at=created_at, summaries=writer.summaries)
+    if display:  # derived data (rebuildable from the file), so not mirrored to the append log
+        txn.conn.executemany(
+            "INSERT INTO metric_display (file_id, metric_name, level, run_id, points, point_steps, point_values) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(file_id, d["metric_name"], d["level"], writer.run_id, d["points"], d["point_steps"],
+              d["point_values"]) for d in display],
+        )
     txn.place(staged, txn.store.root / rel_path)
     return True
 
@@ -386,6 +394,9 @@ def import_jsonl(
             return result
         digest = writer.close()
         assert digest is not None and writer.path is not None
+        from .display import display_levels
+
+        display = display_levels(writer.path, writer.summaries)
         with store.writing() as txn:
             if store.check_idempotency(txn, key, req, command="exp import jsonl", target_type="run",
                                        target_id=run):
@@ -406,7 +417,7 @@ def import_jsonl(
                 store, txn, project=project, group=group, experiment=experiment, run=run_row, tags=run_tags, ts=ts
             )
             _commit_metric_file(txn, file_id=file_id, rel_path=rel_path, staged=writer.path, digest=digest,
-                                writer=writer, created_at=ts)
+                                writer=writer, created_at=ts, display=display)
             for fstats, copy_path in copies:
                 if copy_path is None:
                     continue

@@ -1,0 +1,177 @@
+"""Display copies of imported series: the points a Stellar chart draws, computed at import time.
+
+Stellar's min/max downsampling (:mod:`taugrid_portal.stellar.downsample`) splits a series'
+step range into ``K`` buckets, ``K`` a power of two, and keeps the first point, the last point
+and each bucket's minimum and maximum.  Power-of-two bucketings nest, so one pass over a new
+metric file gives every level: the finest level is aggregated from the rows, each coarser level
+from the one below it.
+
+The ``metric_display`` table holds, per ``(file_id, metric_name, level)``, the kept points as
+packed little-endian arrays (``point_steps`` int64, ``point_values`` float64) and ``points``, the series'
+point count.  A level is stored only when the series has more than ``2 * level + 2`` points
+(with fewer, every budget that uses the level keeps all points, which needs the raw history).
+
+A copy is written only for a *clean* series: every row has a step, steps strictly increase in
+file order and every value is finite, so the series' points are exactly its rows.  A copy
+describes one file; readers use it only while that file is the run's only metric file (see
+``ExperimentStore.display_series``), so a later write to the run makes the copy inert and
+charts go back to the raw history.  The copy is derived data: deleting it loses nothing.
+"""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+from typing import Any
+
+MAX_LEVEL = 512  # the default budget of 1,200 points per series uses 512 buckets
+
+
+def levels() -> list[int]:
+    """Stored bucket counts, finest first: 512, 256, ..., 1."""
+    out, k = [], MAX_LEVEL
+    while k >= 1:
+        out.append(k)
+        k //= 2
+    return out
+
+
+def pack_steps(values: list[int]) -> bytes:
+    a = array("q", values)
+    if a.itemsize != 8:  # pragma: no cover - every supported platform has 8-byte long long
+        raise RuntimeError("int64 arrays are required")
+    return _little(a).tobytes()
+
+
+def pack_values(values: list[float]) -> bytes:
+    return _little(array("d", values)).tobytes()
+
+
+def unpack_steps(blob: bytes) -> list[int]:
+    a = array("q")
+    a.frombytes(blob)
+    return _little(a).tolist()
+
+
+def unpack_values(blob: bytes) -> list[float]:
+    a = array("d")
+    a.frombytes(blob)
+    return _little(a).tolist()
+
+
+def _little(a: array) -> array:
+    import sys
+
+    if sys.byteorder != "little":  # pragma: no cover - stored little-endian everywhere
+        a.byteswap()
+    return a
+
+
+def display_levels(path: Path, summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for ``metric_display`` from a finished metric file and its per-metric summaries.
+
+    Reads the file one row group at a time (memory bounded by the row group, not the file).
+    Metric names stay dictionary codes: every grouping runs over integers.
+    """
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    # Candidates: every value finite, a step range, and enough points for the coarsest level.
+    names = sorted(m for m, s in summaries.items()
+                   if s.get("count") and s.get("finite_count") == s.get("count") and s.get("min_step") is not None
+                   and s.get("max_step") is not None and int(s["count"]) > 4)
+    if not names:
+        return []
+    index = {m: i for i, m in enumerate(names)}
+    first = pl.Series([int(summaries[m]["min_step"]) for m in names], dtype=pl.Int64)
+    span = pl.Series([int(summaries[m]["max_step"]) - int(summaries[m]["min_step"]) + 1 for m in names],
+                     dtype=pl.Int64)
+    clean = [True] * len(names)
+    rows_seen = [0] * len(names)
+    last_step: list[int | None] = [None] * len(names)
+    ends: dict[int, list[tuple[int, float]]] = {}
+    parts = []
+    pf = pq.ParquetFile(path, read_dictionary=["metric_name"])
+    for g in range(pf.num_row_groups):
+        table = pf.read_row_group(g, columns=["metric_name", "step", "value"])
+        codes = table.column("metric_name").combine_chunks()
+        # this row group's dictionary codes -> candidate index (-1: not a candidate)
+        lookup = pl.Series([index.get(str(v), -1) for v in codes.dictionary.to_pylist()], dtype=pl.Int32)
+        frame = pl.DataFrame({
+            "_m": pl.Series(codes.indices).cast(pl.Int32), "step": pl.Series(table.column("step").combine_chunks()),
+            "value": pl.Series(table.column("value").combine_chunks()),
+        }).select(pl.lit(lookup).gather(pl.col("_m")).alias("_m"), "step", "value").filter(pl.col("_m") >= 0)
+        if frame.height == 0:
+            continue
+        # A clean series is one contiguous block per row group with strictly rising steps.
+        runs = frame.select(pl.col("_m").rle()).unnest("_m")
+        lengths = runs["len"].cast(pl.Int64)
+        starts = lengths.cum_sum() - lengths
+        run_codes = runs["value"].to_list()
+        step, value = frame["step"], frame["value"]
+        bad = set(frame.select(pl.col("_m").filter(
+            pl.col("step").is_null() | ((pl.col("step").diff() <= 0) & (pl.col("_m") == pl.col("_m").shift(1)))
+        )).to_series().unique().to_list())
+        seen_here: set[int] = set()
+        for code, s0, v0, s1, v1, n in zip(run_codes, step.gather(starts).to_list(), value.gather(starts).to_list(),
+                                           step.gather(starts + lengths - 1).to_list(),
+                                           value.gather(starts + lengths - 1).to_list(), lengths.to_list(),
+                                           strict=True):
+            prev = last_step[code]
+            if code in seen_here or code in bad or s0 is None or (prev is not None and s0 <= prev):
+                clean[code] = False
+            seen_here.add(code)
+            rows_seen[code] += n
+            last_step[code] = s1
+            ends.setdefault(code, [(s0, v0)])
+            ends[code][1:] = [(s1, v1)]
+        fine = (pl.col("step") - pl.lit(first).gather(pl.col("_m"))) * MAX_LEVEL // pl.lit(span).gather(pl.col("_m"))
+        keyed = frame.select((pl.col("_m").cast(pl.Int64) * (2 * MAX_LEVEL) + fine).alias("_k"), "step", "value")
+        lo, hi = pl.col("value").arg_min(), pl.col("value").arg_max()
+        parts.append(keyed.group_by("_k", maintain_order=True).agg(
+            pl.col("step").get(lo).alias("_lo"), pl.col("value").get(lo).alias("_lov"),
+            pl.col("step").get(hi).alias("_hi"), pl.col("value").get(hi).alias("_hiv"),
+        ).select((pl.col("_k") // (2 * MAX_LEVEL)).cast(pl.Int32).alias("_m"),
+                 (pl.col("_k") % (2 * MAX_LEVEL)).alias("_b"), "_lo", "_lov", "_hi", "_hiv"))
+    good = [i for i, m in enumerate(names) if clean[i] and rows_seen[i] == int(summaries[m]["count"]) and i in ends]
+    if not good or not parts:
+        return []
+    level_frame = _extremes(pl.concat(parts).filter(pl.col("_m").is_in(good)))
+    out: list[dict[str, Any]] = []
+    for k in levels():
+        if k != MAX_LEVEL:
+            level_frame = _extremes(level_frame.with_columns(pl.col("_b") // 2))
+        eligible = [i for i in good if int(summaries[names[i]]["count"]) > 2 * k + 2]
+        if not eligible:
+            continue
+        per = (
+            level_frame.filter(pl.col("_m").is_in(eligible))
+            .group_by("_m").agg(pl.col("_lo"), pl.col("_lov"), pl.col("_hi"), pl.col("_hiv"))
+        )
+        for r in per.iter_rows(named=True):
+            i = r["_m"]
+            (s0, v0), (s1, v1) = ends[i][0], ends[i][-1]
+            kept = {s0: v0, s1: v1}
+            kept.update(zip(r["_lo"], r["_lov"], strict=True))
+            kept.update(zip(r["_hi"], r["_hiv"], strict=True))
+            steps = sorted(kept)
+            out.append({"metric_name": names[i], "level": k, "points": int(summaries[names[i]]["count"]),
+                        "point_steps": pack_steps(steps),
+                        "point_values": pack_values([kept[s] for s in steps])})
+    return sorted(out, key=lambda r: (r["metric_name"], -r["level"]))
+
+
+def _extremes(frame: Any) -> Any:
+    """Merge rows of ``_m, _b, _lo, _lov, _hi, _hiv`` (series, bucket, extremes) per bucket into
+    the bucket's minimum and maximum point; ties go to the smaller step, as in the reference
+    downsampler.
+
+    The rows of one bucket must come in step order.  They do: a clean series' row groups and
+    buckets follow its steps, and ``maintain_order`` keeps groups in order of first appearance.
+    """
+    import polars as pl
+
+    lo, hi = pl.col("_lov").arg_min(), pl.col("_hiv").arg_max()
+    return frame.group_by("_m", "_b", maintain_order=True).agg(
+        pl.col("_lo").get(lo), pl.col("_lov").get(lo), pl.col("_hi").get(hi), pl.col("_hiv").get(hi),
+    )
