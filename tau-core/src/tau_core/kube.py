@@ -1,10 +1,8 @@
-"""The one small Kubernetes session type.
+"""The one small Kubernetes session type, over ``kubernetes-asyncio``.
 
 :class:`KubeSession` loads a kubeconfig (an explicit path, ``KUBECONFIG`` or ``~/.kube/config``),
-selects a context, and sends plain REST calls.  For tokens, basic auth, client certificates, CAs and
-exec credential plugins it speaks HTTP/1.1 itself (:mod:`tau_core.kubehttp`, a fraction of the
-start-up cost); any other context (auth providers, proxies) goes through the ``ApiClient`` of
-``kubernetes-asyncio`` (:mod:`tau_core.kubeclient`), so every mechanism the library supports works.
+selects a context, and sends plain REST calls through the library's ``ApiClient`` so that every
+authentication mechanism the library supports (tokens, client certificates, exec plugins) works.
 Bodies are plain dicts; nothing is deserialized into generated models.
 
 * Idempotent reads (GET, list, logs) retry with exponential backoff on 429 (honouring
@@ -16,8 +14,7 @@ Bodies are plain dicts; nothing is deserialized into generated models.
   one-line message and a hint: unreachable server, rejected credential, forbidden verb, a
   resource type the cluster does not serve ("not a TauGrid cluster").
 
-``kubernetes_asyncio`` (and ``aiohttp``) are imported only when a context needs them; importing this
-module is cheap.
+``kubernetes_asyncio`` is imported inside functions only; importing this module is cheap.
 Commands call the async API through :func:`run` at the edge.
 """
 
@@ -364,9 +361,9 @@ class KubeSession:
     Use ``async with await KubeSession.connect(...) as session:`` or :meth:`close` explicitly.
     """
 
-    def __init__(self, transport: Any, *, server: str, context: str, namespace: str | None,
+    def __init__(self, api_client: Any, *, server: str, context: str, namespace: str | None,
                  kubeconfig: builtins.list[Path], retry: RetryPolicy | None = None) -> None:
-        self._transport = transport
+        self._api = api_client
         self.server = server
         self.context = context
         self.default_namespace = namespace
@@ -380,30 +377,18 @@ class KubeSession:
     @classmethod
     async def connect(cls, *, kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None,
                       retry: RetryPolicy | None = None, env: Mapping[str, str] | None = None) -> KubeSession:
-        """Load the kubeconfig, select ``context`` (default: the current context) and open a client.
-
-        The session speaks HTTP itself when the context's credentials allow it (:mod:`tau_core.kubehttp`)
-        and goes through kubernetes-asyncio otherwise (:mod:`tau_core.kubeclient`).
-        """
-        from tau_core import kubehttp
+        """Load the kubeconfig, select ``context`` (default: the current context) and open a client."""
+        from tau_core.kubeclient import load_client
 
         config = KubeConfig.load(kubeconfig, env)
         name, _ = config.context(context)
         server = config.server(name)
-        isolated = config.isolate(name)
-        endpoint = kubehttp.plan(isolated)
-        transport: Any
-        if endpoint is not None:
-            transport = kubehttp.HttpTransport(endpoint)
-        else:
-            from tau_core.kubeclient import load_client
-
-            transport = await load_client(isolated, name)
-        return cls(transport, server=server, context=name, namespace=config.namespace(name),
+        api_client = await load_client(config.isolate(name), name)
+        return cls(api_client, server=server, context=name, namespace=config.namespace(name),
                    kubeconfig=config.paths, retry=retry)
 
     async def close(self) -> None:
-        await self._transport.close()
+        await self._api.close()
 
     async def __aenter__(self) -> KubeSession:
         return self
@@ -412,41 +397,51 @@ class KubeSession:
         await self.close()
 
     # -- plain REST -------------------------------------------------------------------------
-    @staticmethod
-    def _target(path: str, query: Mapping[str, Any] | None) -> str:
+    async def _send(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                    body: Any = None, content_type: str = "application/json", timeout: float | None = -1.0) -> Any:
+        """One HTTP request; returns the aiohttp response (the caller reads and releases it)."""
+        if timeout is not None and timeout < 0:
+            timeout = self.timeout
+        self.requests += 1
+        headers = {"Accept": "application/json", "Content-Type": content_type}
         params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items()
                   if v is not None]
-        return f"{path}?{urlencode(params)}" if params else path
+        return await self._api.call_api(
+            path, method, query_params=params, header_params=headers, body=body,
+            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
+        )
 
     async def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
                       content_type: str = "application/json", raw: bool = False,
                       timeout: float | None = -1.0) -> Any:
         """Send a request; reads are retried, writes are not.  Returns the decoded JSON (or text with ``raw``)."""
-        if timeout is not None and timeout < 0:
-            timeout = self.timeout
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        target = self._target(path, query)
+        import aiohttp
+
         idempotent = method in ("GET", "HEAD")
         attempt = 0
         while True:
             attempt += 1
-            self.requests += 1
             try:
-                response = await self._transport.request(method, target, headers, body, timeout)
-            except (TimeoutError, OSError) as exc:
+                response = await self._send(method, path, query=query, body=body, content_type=content_type,
+                                            timeout=timeout)
+                try:
+                    data = await response.read()
+                finally:
+                    response.release()
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 if idempotent and attempt < self.retry.attempts:
                     self.retries += 1
                     await asyncio.sleep(self.retry.delay(attempt))
                     continue
                 raise self._connection_error(method, path, exc) from exc
-            status, data = response.status, response.body
+            status = response.status
             if 200 <= status < 300:
                 if raw:
                     return data.decode("utf-8", "replace")
                 return json.loads(data) if data else {}
             if status in RETRYABLE_STATUS and idempotent and attempt < self.retry.attempts:
                 self.retries += 1
-                await asyncio.sleep(self.retry.delay(attempt, response.headers.get("retry-after")))
+                await asyncio.sleep(self.retry.delay(attempt, response.headers.get("Retry-After")))
                 continue
             raise self._api_error(method, path, query, status, data)
 
@@ -501,35 +496,28 @@ class KubeSession:
         return result
 
     async def stream_lines(self, path: str, *, query: Mapping[str, Any] | None = None) -> AsyncIterator[str]:
-        """Stream a long-running plain-text read (``logs?follow=true``) line by line.
+        """Stream a long-running plain-text read (``logs?follow=true``) line by line."""
+        import aiohttp
 
-        A connection that drops in the middle of the stream ends it (the caller decides whether to
-        reopen); failing to open it is an error.
-        """
-        self.requests += 1
-        headers = {"Accept": "application/json", "Content-Type": "application/json"}
         try:
-            stream = self._transport.stream("GET", self._target(path, query), headers, connect_timeout=self.timeout)
-            response, chunks = await stream.__aenter__()
-        except (TimeoutError, OSError) as exc:
+            response = await self._send("GET", path, query=query, timeout=None)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise self._connection_error("GET", path, exc) from exc
         try:
             if not 200 <= response.status < 300:
-                body = b"".join([chunk async for chunk in chunks])
-                raise self._api_error("GET", path, query, response.status, body)
+                raise self._api_error("GET", path, query, response.status, await response.read())
             buffer = b""
-            try:
-                async for chunk in chunks:
-                    buffer += chunk
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
-                        yield line.decode("utf-8", "replace")
-            except OSError:
-                return
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    yield line.decode("utf-8", "replace")
             if buffer:
                 yield buffer.decode("utf-8", "replace")
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
+            return
         finally:
-            await stream.__aexit__(None, None, None)
+            response.release()
 
     async def watch(self, path: str, *, resource_version: str | None = None, label_selector: str | None = None,
                     field_selector: str | None = None, timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:

@@ -1,9 +1,4 @@
-"""The session's library transport: a ``kubernetes_asyncio`` ApiClient for one isolated kubeconfig context.
-
-The session talks HTTP itself (:mod:`tau_core.kubehttp`) whenever the context's credentials allow;
-this transport serves the rest (auth providers, proxies, exec beside another credential), with the same
-``request``/``stream``/``close`` calls and the same errors (:class:`~tau_core.kubehttp.TransportError`,
-``TimeoutError``).
+"""Building a ``kubernetes_asyncio`` ApiClient from one isolated kubeconfig context.
 
 Kept apart from :mod:`tau_core.kube` so that the library is imported only here, inside
 :func:`load_client`, when a command actually talks to a cluster.
@@ -23,14 +18,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from tau_core.errors import ClusterError
-from tau_core.kubehttp import Response, TransportError
 
 _PACKAGES = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.models")
 
@@ -93,8 +86,8 @@ def _import_core() -> tuple[Any, Any, Any, Any]:
     return ApiClient, Configuration, ConfigException, KubeConfigLoader
 
 
-async def load_client(config: Mapping[str, Any], context: str) -> LibraryTransport:
-    """A transport over an ``ApiClient`` for ``context`` of the (already isolated) kubeconfig dict ``config``."""
+async def load_client(config: Mapping[str, Any], context: str) -> Any:
+    """An ``ApiClient`` for ``context`` of the (already isolated) kubeconfig dict ``config``."""
     api_client_cls, configuration_cls, config_exception, loader_cls = _import_core()
     configuration = type.__call__(configuration_cls)
     try:
@@ -103,62 +96,4 @@ async def load_client(config: Mapping[str, Any], context: str) -> LibraryTranspo
     except config_exception as exc:
         raise ClusterError(f"kubeconfig context \"{context}\" is unusable: {exc}",
                            hint="repair the kubeconfig entry for this context, or pass --context") from exc
-    return LibraryTransport(api_client_cls(configuration))
-
-
-class LibraryTransport:
-    """Plain REST calls through ``ApiClient.call_api`` (bodies stay dicts; no generated models)."""
-
-    def __init__(self, api_client: Any) -> None:
-        self._api = api_client
-
-    async def close(self) -> None:
-        await self._api.close()
-
-    async def _send(self, method: str, target: str, headers: Mapping[str, str], body: Any,
-                    timeout: float | tuple[float | None, float | None] | None) -> Any:
-        path, _, query = target.partition("?")
-        from urllib.parse import parse_qsl
-
-        return await self._api.call_api(
-            path, method, query_params=parse_qsl(query, keep_blank_values=True), header_params=dict(headers),
-            body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
-        )
-
-    async def request(self, method: str, target: str, headers: Mapping[str, str], body: Any,
-                      timeout: float | None) -> Response:
-        import aiohttp
-
-        try:
-            response = await self._send(method, target, headers, body, timeout)
-            try:
-                data = await response.read()
-            finally:
-                response.release()
-        except aiohttp.ClientError as exc:
-            raise TransportError(str(exc) or type(exc).__name__) from exc
-        return Response(response.status, {k.lower(): v for k, v in response.headers.items()}, data)
-
-    @asynccontextmanager
-    async def stream(self, method: str, target: str, headers: Mapping[str, str],
-                     connect_timeout: float | None = None) -> AsyncIterator[tuple[Response, AsyncIterator[bytes]]]:
-        import aiohttp
-
-        try:  # (connect, read): only connecting is bounded
-            response = await self._send(method, target, headers, None, (connect_timeout, None))
-        except aiohttp.ClientError as exc:
-            raise TransportError(str(exc) or type(exc).__name__) from exc
-
-        async def chunks() -> AsyncIterator[bytes]:
-            try:
-                async for chunk in response.content.iter_any():
-                    yield chunk
-            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
-                return
-            except aiohttp.ClientError as exc:
-                raise TransportError(str(exc) or type(exc).__name__) from exc
-
-        try:
-            yield Response(response.status, {k.lower(): v for k, v in response.headers.items()}), chunks()
-        finally:
-            response.release()
+    return api_client_cls(configuration)
