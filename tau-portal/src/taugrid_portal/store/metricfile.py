@@ -67,6 +67,9 @@ class MetricFileWriter:
         self.summaries: dict[str, dict[str, Any]] = {}
         self._writer: Any = None
         self._schema = arrow_schema(dictionary_constants=True)
+        self._const_rows = 0
+        self._zeros: Any = None
+        self._nulls: Any = None
 
     def write(
         self,
@@ -115,10 +118,15 @@ class MetricFileWriter:
             return
         tags_json = json.dumps(tags, sort_keys=True, separators=(",", ":"))
 
+        if self._const_rows < n:  # one all-zero and one all-null index array, sliced per chunk
+            self._const_rows = max(n, 2 * self._const_rows)
+            self._zeros = pa.repeat(pa.scalar(0, pa.int32()), self._const_rows)
+            self._nulls = pa.nulls(self._const_rows, pa.int32())
+
         def const(value: str | None) -> Any:
             if value is None:
-                return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
-            return pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([value]))
+                return pa.DictionaryArray.from_arrays(self._nulls.slice(0, n), pa.array([], pa.string()))
+            return pa.DictionaryArray.from_arrays(self._zeros.slice(0, n), pa.array([value]))
 
         table = pa.Table.from_arrays(
             [
