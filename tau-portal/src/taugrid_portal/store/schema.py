@@ -42,7 +42,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("parent_run_id", "TEXT"), ("state", "TEXT NOT NULL"), ("owner", "TEXT"),
         ("created_at", "TEXT NOT NULL"), ("started_at", "TEXT"), ("completed_at", "TEXT"),
         ("config_hash", "TEXT"), ("code_sha", "TEXT"), ("image_digest", "TEXT"), ("tau_command", "TEXT"),
-        ("result_uri", "TEXT"), ("index_version", "TEXT NOT NULL DEFAULT 'expstore.v5'"),
+        ("result_uri", "TEXT"), ("index_version", "TEXT NOT NULL DEFAULT 'expstore.v6'"),
     ],
     "run_context": [
         ("run_id", "TEXT PRIMARY KEY"), ("cluster", "TEXT"), ("namespace", "TEXT"), ("team", "TEXT"),
