@@ -43,14 +43,28 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _agree(text: str) -> bool:
-    """Assert the fast path agrees with the round-trip loader; True when the fast path took it."""
+    """Assert both fast tiers agree with the round-trip loader; True when the fast path took it."""
     ok, data = _fastyaml.fast_load(text, max_nodes=MAX_NODES, max_depth=MAX_DEPTH)
-    if not ok:
+    screened = _screened(text)
+    results = [(ok, data, "fast_load")]
+    if screened:
+        results.append((*_fastyaml.simple_load(text, max_nodes=MAX_NODES, max_depth=MAX_DEPTH), "simple"))
+        results.append((*_fastyaml.libyaml_load(text, max_nodes=MAX_NODES, max_depth=MAX_DEPTH), "libyaml"))
+    if not any(r[0] for r in results):
         return False
     slow_ok, slow = _slow(text)
-    assert slow_ok, f"fast path accepted what the round-trip loader rejects: {text!r}"
-    assert _same(data, slow), f"{text!r}: fast {data!r} != round-trip {slow!r}"
-    return True
+    for tier_ok, tier_data, tier in results:
+        if tier_ok:
+            assert slow_ok, f"{tier} accepted what the round-trip loader rejects: {text!r}"
+            assert _same(tier_data, slow), f"{text!r}: {tier} {tier_data!r} != round-trip {slow!r}"
+    return ok
+
+
+def _screened(text: str) -> bool:
+    """The screening fast_load does before either tier."""
+    if "\t" in text or "\x85" in text or "\u2028" in text or "\u2029" in text:
+        return False
+    return not _fastyaml._risky(text)
 
 
 def test_libyaml_is_available() -> None:
@@ -70,6 +84,8 @@ def test_corpus_and_examples_agree(path: Path) -> None:
 def test_plain_examples_take_the_fast_path() -> None:
     taken = [p for p in sorted(EXAMPLES.rglob("tau/*.yaml")) if _agree(p.read_text())]
     assert taken, "the examples are plain YAML and should not need the round-trip loader"
+    simple = [p for p in taken if _fastyaml.simple_load(p.read_text(), max_nodes=MAX_NODES, max_depth=MAX_DEPTH)[0]]
+    assert simple, "block-style examples should not even need libyaml"
 
 
 SCALARS = ["", "~", "null", "Null", "NULL", "nUll", "true", "True", "TRUE", "tRue", "yes", "no", "on", "off",
@@ -80,7 +96,8 @@ SCALARS = ["", "~", "null", "Null", "NULL", "nUll", "true", "True", "TRUE", "tRu
            "\\ud800", "\"\\ud800\"", "'x'", "\"a\\tb\"", "'it''s'", "\"\\u00e9\"", "\"\\/\"", "'#x'", "a #b",
            "a#b", "! 5", "!!str 5", "!!int '5'", "!t x", "&a x", "*a", "[1, 2]", "{a: 1}", "[]", "{}", "|\n  x\n",
            ">\n  a\n  b\n", "|-\n  x\n\n", "|+\n  x\n\n", ">-\n  a\n\n  b\n", "\"a\n  b\"", "'a\n\n  b'",
-           "plain\n  continued"]
+           "plain\n  continued", "x{y}", "x]y", "a, b", "x,y", "x:y", "http://a.b/c?d=e#f", "'a'b", "\"a\"b", "a  b",
+           "-x", "--flag=1", "a -b", "[x, -y]", "[a b, c]", "[1.5, -2, 0x1]", "[x]]", "[[x]]", "[x, {y: z}]", "[x,]"]
 
 
 @pytest.mark.parametrize("scalar", SCALARS)
@@ -97,7 +114,13 @@ def test_scalars_agree(scalar: str) -> None:
     "[1, 2]\n", "x\n", "", "# only a comment\n", "a: 'unterminated\n", "a: [1, 2\n", "a:\n  - b\n - c\n",
     "a: b: c\n", "- a\nb: 1\n", "a: !!binary aGk=\n", "a: !!set {x}\n", "a: !!omap [{x: 1}]\n",
     "\ufeffa: 1\n", "a: 1 # c\nb: 2\n", "a: \"x # y\"\n", "a:   \n  - 1\n", "a: [a, b, ]\n", "{a: 1, a: 2}\n",
-    "a: {b: [c, {d: e}]}\n", "a:\n- 1\n- 2\n", "'a b': 1\n", "\"a\\x41\": 1\n", "a: |2\n   x\n",
+    "a: {b: [c, {d: e}]}\n", "a:\n- 1\n- 2\n", "a:\n- 1\nb: 2\n", "- k:\n  - a\n  j: 1\n", "a:\n- 1\n  - 2\n",
+    "- abc\n def\n", "k: abc\n def\n", "- k: v\n cont\n", "- k: v\n   cont\n", "- a: 1\n- b: 2\n", "- # c\n- x\n",
+    "-\n  a: 1\n", "- - a\n  - b\n- c\n", "a:\n  b:\n    c: d\n  e: f\ng: h\n", "a:\n  b: 1\n c: 2\n", "  a: 1\n  b: 2\n",
+    "a: [x,y]\n", "a: [ ]\n", "a: [x, [y]]\n", "a: [x\n  , y]\n", "a: [x, 'y']\n", "a: [-x, - y]\n", "a: [1, 2.5, true, ~]\n",
+    "a: [x] # c\n", "a: [x]y\n", "a: \"x\" # c\n", "a: \"x\"y\n", "a: 'x'  \n", "a: - x\n", "a: -\n", "a: ---\n", "- ---\n",
+    "a: x: y\n", "a: x:\n", "a:b: c\n", "a:#x\n", "a:  # c\n  b: 1\n", "a: b #c\n", "a: b# c\n", "a: ?x\n", "a: @x\n",
+    "a-b/c.d_e: 1\n", "true: 1\n", "_: 1\n", "a: 1\r\nb: 2\r\n", "a: x\x01\n", "a: \ufeffx\n", "a:\n\n\n  b: 1\n", "'a b': 1\n", "\"a\\x41\": 1\n", "a: |2\n   x\n",
 ])
 def test_documents_agree(text: str) -> None:
     _agree(text)
@@ -106,6 +129,9 @@ def test_documents_agree(text: str) -> None:
 def test_deep_and_wide_documents_defer() -> None:
     assert not _agree("a: " + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "\n")
     assert not _agree("a: [" + ", ".join(["1"] * (MAX_NODES + 1)) + "]\n")
+    assert not _agree("".join(f"- {i}\n" for i in range(MAX_NODES + 1)))
+    deep = "".join(" " * (2 * i) + f"k{i}:\n" for i in range(MAX_DEPTH + 2)) + " " * (2 * MAX_DEPTH + 4) + "x: 1\n"
+    assert not _agree(deep)
 
 
 def test_alias_bomb_defers_and_fails_cleanly() -> None:
@@ -132,7 +158,7 @@ _scalar_text = st.one_of(st.sampled_from(SCALARS), st.text(
 
 
 _friendly_key = st.text(st.sampled_from("ab_-.0 é"), min_size=1, max_size=4)
-_friendly_scalar = st.one_of(st.sampled_from(SCALARS), st.text(st.sampled_from("ab:-#'\" 01.,eE_+~né\n"),
+_friendly_scalar = st.one_of(st.sampled_from(SCALARS), st.text(st.sampled_from("ab:-#'\" 01.,eE_+~né\n[]{}"),
                                                                 max_size=10))
 
 
@@ -175,7 +201,20 @@ def test_dumped_documents_agree(data: Any) -> None:
 
 
 def test_risky_text_pattern_sees_non_specific_tags() -> None:
-    assert _fastyaml._RISKY_TEXT.search("a: ! 5\n")
-    assert _fastyaml._RISKY_TEXT.search("- !\n")
-    assert not _fastyaml._RISKY_TEXT.search("a: hello!\nb: \"x!y\"\n")
-    assert re.compile(_fastyaml._TYPED_12.pattern, re.X).match("2001-12-14")
+    assert _fastyaml._risky("a: ! 5\n")
+    assert _fastyaml._risky("- !\n")
+    assert not _fastyaml._risky("a: hello!\nb: \"x!y\"\n")
+
+
+def test_typed_scalars_match_ruamel_resolver() -> None:
+    """The copied YAML 1.2 patterns equal ruamel.yaml's, and the character pre-filter never hides a match."""
+    from ruamel.yaml.resolver import implicit_resolvers
+
+    ours = re.compile(_fastyaml._TYPED_12_PATTERN, re.X)
+    theirs = [regexp for versions, tag, regexp, _ in implicit_resolvers
+              if (1, 2) in versions and tag.rsplit(":", 1)[-1] in ("int", "float", "merge", "timestamp", "value")]
+    assert len(theirs) == 5
+    for scalar in [*SCALARS, "0b1_0", "-0o17", "+0x_F", "1_0.5e+3", "2001-1-2 3:04:05.6 +07:00", "-.INF", ".NaN"]:
+        expected = any(r.match(scalar) for r in theirs)
+        assert bool(ours.match(scalar)) == expected, scalar
+        assert _fastyaml._typed(scalar) == expected, scalar

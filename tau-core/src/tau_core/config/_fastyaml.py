@@ -1,13 +1,18 @@
-"""A fast path for loading plain YAML documents: libyaml (PyYAML's C parser) plus YAML 1.2 typing.
+"""A fast path for loading plain YAML documents, without positions.
 
 The round-trip ruamel.yaml loader keeps positions but is slow (pure Python) and costly to
 import.  Most documents are plain block YAML without errors; for those the positions are
-never needed.  :func:`fast_load` parses such documents with libyaml and types the scalars
-the way ruamel.yaml's YAML 1.2 resolver does.  It returns ``None`` (the caller then uses
-the round-trip loader, which produces the data, the errors and the positions) for anything
-it is not certain to load identically:
+never needed.  :func:`fast_load` reads such documents and types the scalars the way
+ruamel.yaml's YAML 1.2 resolver does, in two tiers:
 
-* any parse or composition error, several documents, directives, tabs, NEL or Unicode
+* :func:`simple_load`, an import-free reader for ASCII block YAML (``key: value`` and
+  ``- item`` lines, plain and simple quoted scalars, one-line flow sequences, comments);
+* :func:`libyaml_load`, PyYAML's C parser, for the rest (imported only when needed).
+
+It returns ``(False, None)`` (the caller then uses the round-trip loader, which produces
+the data, the errors and the positions) for anything it is not certain to load identically:
+
+* any parse or composition error, several documents, directives, tabs, CR, NEL or Unicode
   line separators, explicit or non-specific tags, merge keys;
 * anchors shared between collections (aliases, alias bombs, recursion);
 * duplicate, non-string or non-encodable keys and values, non-encodable text;
@@ -16,8 +21,8 @@ it is not certain to load identically:
   ``.inf``, timestamps, ``=``), and folded block scalars;
 * more than ``max_nodes`` values or deeper than ``max_depth`` levels.
 
-A differential test (``tau-core/tests/test_config_fastyaml.py``) checks that whenever this
-path returns data, it equals what the round-trip loader produces.
+A differential test (``tau-core/tests/test_config_fastyaml.py``) checks that whenever either
+tier returns data, it equals what the round-trip loader produces.
 """
 
 from __future__ import annotations
@@ -30,12 +35,10 @@ _QUOTED = "tau:quoted"
 _SEQ = "tau:seq"
 _MAP = "tau:map"
 
-_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})\Z")
-_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]{0,15})\.[0-9]{1,15}\Z")
 #: ruamel.yaml's YAML 1.2 implicit resolvers for int, float, merge, timestamp and value
-#: (``ruamel/yaml/resolver.py``); a plain scalar matching one of them that the simple
-#: patterns above do not cover is left to the round-trip loader.
-_TYPED_12 = re.compile(
+#: (``ruamel/yaml/resolver.py``); a plain scalar matching one of them that is not a simple
+#: decimal int or float is left to the round-trip loader.  Compiled on first use.
+_TYPED_12_PATTERN = (
     r"""(?:
       [-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
      |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
@@ -53,14 +56,43 @@ _TYPED_12 = re.compile(
         :[0-9][0-9] :[0-9][0-9] (?:\.[0-9]*)?
         (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?
      |=
-    )\Z""",
-    re.X,
+    )\Z"""
 )
+#: every character any of those patterns can match: a scalar with another character is a string
+_TYPED_CHARS = frozenset("0123456789_+-.eEbBoOxXabcdefABCDEFinfINFnNaATtZ :<=")
 _TYPED_FIRST = frozenset("-+0123456789.<=")
 _NULLS = frozenset(("", "~", "null", "Null", "NULL"))
 _BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
 #: a non-specific tag ``!`` (libyaml reports it like an untagged scalar) or a directive line
-_RISKY_TEXT = re.compile(r"(?:^|[\s,\[{\-?:])!(?:[\s,\]}]|\Z)|^%", re.M)
+_RISKY_TEXT_PATTERN = r"(?:^|[\s,\[{\-?:])!(?:[\s,\]}]|\Z)|^%"
+_REGEXES: dict[str, re.Pattern[str]] = {}
+
+
+def _regex(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    found = _REGEXES.get(pattern)
+    if found is None:
+        found = _REGEXES[pattern] = re.compile(pattern, flags)
+    return found
+
+
+def _risky(text: str) -> bool:
+    return ("!" in text or "%" in text) and _regex(_RISKY_TEXT_PATTERN, re.M).search(text) is not None
+
+
+def _typed(value: str) -> bool:
+    """Would YAML 1.2 (as ruamel.yaml resolves it) type this plain scalar as other than a string?"""
+    return _TYPED_CHARS.issuperset(value) and _regex(_TYPED_12_PATTERN, re.X).match(value) is not None
+
+
+def _simple_int(value: str) -> bool:
+    digits = value[1:] if value[:1] == "-" else value
+    return 0 < len(digits) <= 18 and digits.isascii() and digits.isdigit() and (digits == "0" or digits[0] != "0")
+
+
+def _simple_float(value: str) -> bool:
+    whole, dot, frac = (value[1:] if value[:1] == "-" else value).partition(".")
+    return bool(dot) and _simple_int(whole) and len(whole) <= 16 and 0 < len(frac) <= 15 and frac.isascii() \
+        and frac.isdigit()
 
 
 class _Fallback(Exception):
@@ -98,11 +130,20 @@ def _loader_class() -> Any:
 
 def fast_load(text: str, *, max_nodes: int, max_depth: int) -> tuple[bool, Any]:
     """``(True, data)`` when the fast path loads ``text`` exactly as the round-trip loader would,
-    else ``(False, None)``."""
+    else ``(False, None)``.  Block-style documents are read by :func:`simple_load` (no import
+    at all); the rest by libyaml."""
     if "\t" in text or "\x85" in text or "\u2028" in text or "\u2029" in text:
         return False, None
-    if ("!" in text or "%" in text) and _RISKY_TEXT.search(text):
+    if _risky(text):
         return False, None
+    ok, data = simple_load(text, max_nodes=max_nodes, max_depth=max_depth)
+    if ok:
+        return ok, data
+    return libyaml_load(text, max_nodes=max_nodes, max_depth=max_depth)
+
+
+def libyaml_load(text: str, *, max_nodes: int, max_depth: int) -> tuple[bool, Any]:
+    """The libyaml tier of :func:`fast_load` (callers have screened ``text`` as it does)."""
     cls = _loader_class()
     if not cls:
         return False, None
@@ -145,7 +186,7 @@ def _convert(node: Any, count: list[int], seen: set[int], depth: int, max_nodes:
             key = key_node.value
             if key_node.tag == _PLAIN:
                 first = key[:1]
-                if key in _NULLS or key in _BOOLS or (first in _TYPED_FIRST and _TYPED_12.match(key)):
+                if key in _NULLS or key in _BOOLS or (first in _TYPED_FIRST and _typed(key)):
                     raise _Fallback
             elif key_node.style == ">":
                 raise _Fallback
@@ -169,11 +210,11 @@ def _plain_scalar(value: str) -> Any:
     if found is not None:
         return found
     if value[:1] in _TYPED_FIRST:
-        if _INT.match(value):
+        if _simple_int(value):
             return int(value)
-        if _FLOAT.match(value):
+        if _simple_float(value):
             return float(value)
-        if _TYPED_12.match(value):
+        if _typed(value):
             raise _Fallback
     _encodable(value)
     return value
@@ -185,3 +226,174 @@ def _encodable(text: str) -> None:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise _Fallback from None
+
+
+# -- the block-subset tier ------------------------------------------------------------------
+#
+# Plain block YAML as people write configs: ``key: value`` and ``- item`` lines, nested by
+# indentation, with plain, single-line quoted (no escapes) and one-line flow-sequence scalars
+# and comments.  Anything else (multi-line scalars, flow mappings, anchors, tags, quoted or
+# complex keys, document markers, ...) raises _Fallback.
+
+#: ASCII control characters YAML does not allow (tab and CR are screened out before)
+_CONTROL = frozenset(chr(c) for c in [*range(0x00, 0x0A), *range(0x0B, 0x20), 0x7F])
+_KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_./-]*):(?: +(.*))?\Z")
+_PLAIN_BAD_FIRST = frozenset("[]{}#&*!|>'\"%@`,?:")
+_FLOW_ITEM_BAD = frozenset("[]{}#&*!|>'\"%@`,?:")
+
+_DASH, _KEY, _SCALAR = 0, 1, 2
+
+
+def simple_load(text: str, *, max_nodes: int, max_depth: int) -> tuple[bool, Any]:
+    """The import-free tier of :func:`fast_load` (callers have screened ``text`` as it does)."""
+    if "\r" in text or not text.isascii() or not _CONTROL.isdisjoint(text):
+        return False, None  # non-ASCII text goes to libyaml, which checks the printable set
+    try:
+        tokens = _tokens(text)
+        if not tokens:
+            return True, None
+        state = [0, 0]  # next token, node count
+        data = _block(tokens, state, tokens[0][1], 0, max_nodes, max_depth)
+        if state[0] != len(tokens):
+            raise _Fallback
+        return True, data
+    except (_Fallback, RecursionError):
+        return False, None
+
+
+def _tokens(text: str) -> list[tuple[int, int, Any, Any]]:
+    """(kind, column, key, value text) per dash, key or scalar, in document order."""
+    out: list[tuple[int, int, Any, Any]] = []
+    for line in text.split("\n"):
+        rest = line.lstrip(" ")
+        if not rest or rest[0] == "#":
+            continue
+        rest = rest.rstrip(" ")
+        col = len(line) - len(line.lstrip(" "))
+        if col == 0 and (rest.startswith("---") or rest.startswith("...")):
+            raise _Fallback
+        while rest[0] == "-" and (len(rest) == 1 or rest[1] == " "):
+            out.append((_DASH, col, None, None))
+            stripped = rest[1:].lstrip(" ")
+            if not stripped or stripped[0] == "#":
+                rest = ""
+                break
+            col += len(rest) - len(stripped)
+            rest = stripped
+        if not rest:
+            continue
+        match = _KEY_LINE.match(rest)
+        if match is not None:
+            key = match.group(1)
+            if key in _NULLS or key in _BOOLS:
+                raise _Fallback
+            value = match.group(2)
+            if value is not None and (not value or value[0] == "#"):
+                value = None
+            out.append((_KEY, col, key, value))
+        else:
+            out.append((_SCALAR, col, None, rest))
+    return out
+
+
+def _count(state: list[int], depth: int, max_nodes: int, max_depth: int) -> None:
+    state[1] += 1
+    if state[1] > max_nodes or depth > max_depth:
+        raise _Fallback
+
+
+def _block(tokens: list[tuple[int, int, Any, Any]], state: list[int], col: int, depth: int, max_nodes: int,
+           max_depth: int, compact: bool = False) -> Any:
+    """The node whose first token is ``tokens[state[0]]`` at column ``col``; ``compact``: a sequence
+    that is a mapping value at the mapping's own indentation (the mapping's next key may follow)."""
+    kind = tokens[state[0]][0]
+    n = len(tokens)
+    if kind == _SCALAR:
+        _count(state, depth, max_nodes, max_depth)
+        value = _inline(tokens[state[0]][3], state, depth, max_nodes, max_depth)
+        state[0] += 1
+        if state[0] < n and tokens[state[0]][1] >= col:  # a continuation line or a stray token
+            raise _Fallback
+        return value
+    _count(state, depth, max_nodes, max_depth)
+    if kind == _DASH:
+        items: list[Any] = []
+        while state[0] < n and tokens[state[0]][0] == _DASH and tokens[state[0]][1] == col:
+            state[0] += 1
+            if state[0] < n and tokens[state[0]][1] > col:
+                items.append(_block(tokens, state, tokens[state[0]][1], depth + 1, max_nodes, max_depth))
+            else:
+                _count(state, depth + 1, max_nodes, max_depth)
+                items.append(None)
+        if state[0] < n and tokens[state[0]][1] >= col and not (
+                compact and tokens[state[0]][1] == col and tokens[state[0]][0] == _KEY):
+            raise _Fallback
+        return items
+    out: dict[str, Any] = {}
+    while state[0] < n and tokens[state[0]][0] == _KEY and tokens[state[0]][1] == col:
+        _, _, key, value = tokens[state[0]]
+        if key in out:
+            raise _Fallback
+        state[0] += 1
+        nxt = tokens[state[0]] if state[0] < n else None
+        if value is not None:
+            _count(state, depth + 1, max_nodes, max_depth)
+            out[key] = _inline(value, state, depth + 1, max_nodes, max_depth)
+            if nxt is not None and nxt[1] > col:  # a continuation line
+                raise _Fallback
+        elif nxt is not None and nxt[1] > col:
+            out[key] = _block(tokens, state, nxt[1], depth + 1, max_nodes, max_depth)
+        elif nxt is not None and nxt[1] == col and nxt[0] == _DASH:
+            out[key] = _block(tokens, state, col, depth + 1, max_nodes, max_depth, compact=True)
+        else:
+            _count(state, depth + 1, max_nodes, max_depth)
+            out[key] = None
+    if state[0] < n and tokens[state[0]][1] >= col:
+        raise _Fallback
+    return out
+
+
+def _inline(text: str, state: list[int], depth: int, max_nodes: int, max_depth: int) -> Any:
+    """A scalar (or a one-line flow sequence) written on the rest of a line; the caller counted it."""
+    first = text[0]
+    if first == '"' or first == "'":
+        end = text.find(first, 1)
+        if end < 0 or ("\\" in text[:end] and first == '"'):
+            raise _Fallback
+        after = text[end + 1:]
+        if after and not (after[0] == " " and after.lstrip(" ").startswith("#")):
+            raise _Fallback  # '' escapes, text after the closing quote
+        value = text[1:end]
+        _encodable(value)
+        return value
+    if first == "[":
+        items = _flow_sequence(text)
+        for _ in items:
+            _count(state, depth + 1, max_nodes, max_depth)
+        return items
+    cut = text.find(" #")
+    if cut >= 0:
+        text = text[:cut].rstrip(" ")
+    if first in _PLAIN_BAD_FIRST or (first == "-" and text[1:2] in ("", " ")) or ": " in text or text[-1] == ":":
+        raise _Fallback
+    return _plain_scalar(text)
+
+
+def _flow_sequence(text: str) -> list[Any]:
+    end = text.find("]")
+    if end < 0:
+        raise _Fallback
+    after = text[end + 1:]
+    if after and not (after[0] == " " and after.lstrip(" ").startswith("#")):
+        raise _Fallback
+    inner = text[1:end].strip(" ")
+    if not inner:
+        return []
+    items = []
+    for raw in inner.split(","):
+        item = raw.strip(" ")
+        if not item or item[0] in _FLOW_ITEM_BAD or ":" in item or "#" in item or (item[0] == "-" and \
+                item[1:2] in ("", " ")):
+            raise _Fallback
+        items.append(_plain_scalar(item))
+    return items
