@@ -173,3 +173,35 @@ def test_threads_sharing_a_store_object_and_separate_objects(tmp_path):
     assert errors == []
     assert len(shared.runs()) == 20
     assert_sound(root)
+
+
+def test_history_that_changes_during_import_is_refused_and_nothing_is_written(tmp_path, write_history, monkeypatch):
+    """The artifact copy is taken after parsing; a file appended to in between is an error, not
+    an artifact whose bytes differ from what was hashed and imported."""
+    import pytest
+
+    from tau_core.errors import ConfigError
+    from taugrid_portal.store import writes
+
+    hist = write_history(tmp_path / "live.jsonl", steps=50)
+    original = writes.read_history
+
+    def appending(path, **kwargs):
+        stats = yield from original(path, **kwargs)
+        with open(path, "a") as fh:  # the training job writes one more row
+            fh.write('{"_step": 50, "loss": 0.1}\n')
+        return stats
+
+    monkeypatch.setattr(writes, "read_history", appending)
+    store, _ = ExperimentStore.init(tmp_path / "store", project="p")
+    with pytest.raises(ConfigError, match=r"live\.jsonl changed while it was being imported"):
+        import_jsonl(store, run="r", history=[str(hist)])
+    assert store.runs() == [] and store.metric_files() == []
+    assert not any((tmp_path / "store" / ".staging").iterdir())
+    monkeypatch.setattr(writes, "read_history", original)
+    result = import_jsonl(store, run="r", history=[str(hist)])  # the finished file imports
+    assert result["rows"] == 50 * 2 + 1
+    [art] = store.artifacts("r")
+    path = store.artifact_path(art["artifact_id"])
+    assert path.read_bytes() == hist.read_bytes()
+    assert art["digest"] == "sha256:" + hashlib.sha256(hist.read_bytes()).hexdigest()

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
+from tau_core.errors import ConfigError, ConflictError, NotFoundError, TauError, UsageError
 
 from . import schema
 from ._util import (
@@ -202,25 +202,26 @@ class _Producer:
                 copy_path = _staging(self.store, "-" + path.name) if self.copy else None
                 if copy_path is not None:
                     self.copy_paths.append(copy_path)
-                with open(copy_path, "wb") if copy_path else _NullCtx() as copy_fh:
-                    gen = read_history(path, copy_to=copy_fh, progress=lambda n, _p=path: self.tick(n, _p),
-                                       **self.opts)
-                    while True:
-                        if self._stop.is_set():
-                            return
-                        try:
-                            block = next(gen)
-                        except StopIteration as stop:
-                            fstats = stop.value
-                            break
-                        if block.wide is not None:
-                            summary = summarize_wide(block.wide, ordinal_offset=rows)
-                            rows += block.wide.height
-                        else:
-                            summary = summarize_frame(block.frame, ordinal_offset=rows)
-                            rows += block.frame.height
-                        if not self._put(("block", (path, block, summary))):
-                            return
+                before = _file_identity(path)
+                gen = read_history(path, progress=lambda n, _p=path: self.tick(n, _p), **self.opts)
+                while True:
+                    if self._stop.is_set():
+                        return
+                    try:
+                        block = next(gen)
+                    except StopIteration as stop:
+                        fstats = stop.value
+                        break
+                    if block.wide is not None:
+                        summary = summarize_wide(block.wide, ordinal_offset=rows)
+                        rows += block.wide.height
+                    else:
+                        summary = summarize_frame(block.frame, ordinal_offset=rows)
+                        rows += block.frame.height
+                    if not self._put(("block", (path, block, summary))):
+                        return
+                if copy_path is not None:
+                    _copy_history(path, copy_path, before)
                 if not self._put(("file", (fstats, copy_path))):
                     return
             self._put(("done", None))
@@ -248,12 +249,36 @@ class _Producer:
         self._thread.join()
 
 
-class _NullCtx:
-    def __enter__(self) -> None:
-        return None
+def _file_identity(path: Path) -> tuple[int, int, int, int]:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read JSONL history {path}: {exc.strerror or exc}") from None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+
+def _copy_history(path: Path, dest: Path, before: tuple[int, int, int, int]) -> None:
+    """Copy a parsed history file into staging with an in-kernel copy (``copy_file_range``: no
+    pass through Python buffers), then check that the file did not change since it was parsed,
+    so the artifact holds exactly the bytes that were hashed and imported."""
+    import shutil
+
+    with open(path, "rb") as src, open(dest, "wb") as dst:
+        size, offset = os.fstat(src.fileno()).st_size, 0
+        try:
+            while offset < size:
+                n = os.copy_file_range(src.fileno(), dst.fileno(), size - offset, offset, offset)
+                if n == 0:
+                    break
+                offset += n
+        except OSError:  # a filesystem without copy_file_range: copy through a buffer
+            src.seek(0)
+            dst.seek(0)
+            dst.truncate()
+            shutil.copyfileobj(src, dst, 1 << 22)
+    if _file_identity(path) != before:
+        raise ConfigError(f"JSONL history {path} changed while it was being imported",
+                          hint="import the file once its writer has finished (write to a temp file and rename it)")
 
 
 def init_experiment(
