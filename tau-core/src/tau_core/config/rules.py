@@ -17,19 +17,44 @@ from tau_core.config.catalog import BY_PATH, GPU_CLASSES, JOB, RAYJOB, RETRY_REA
 from tau_core.config.issues import ConfigIssue, PathKey
 from tau_core.config.loader import Document
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-PINNED_IMAGE = re.compile(
+
+class _Lazy:
+    """A regular expression compiled on first use (most rules never run for a given config)."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+
+    def _get(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern)
+        return self._compiled
+
+    def match(self, text: str) -> re.Match[str] | None:
+        return self._get().match(text)
+
+    def fullmatch(self, text: str) -> re.Match[str] | None:
+        return self._get().fullmatch(text)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self._get().search(text)
+
+
+DNS1123_LABEL = _Lazy(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = _Lazy(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE = _Lazy(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_NAME = _Lazy(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+ENV_NAME = _Lazy(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+SECRET_KEY = _Lazy(r"^[-._a-zA-Z0-9]+$")
+PINNED_IMAGE = _Lazy(
     r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
     r"(:[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127})?@sha256:[0-9a-f]{64}$"
 )
-TELEMETRY_ID = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
-SHAPE = re.compile(r"^([0-9]+)x([a-z0-9][-a-z0-9]*)$")
-CONFIG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+TELEMETRY_ID = _Lazy(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
+SHAPE = _Lazy(r"^([0-9]+)x([a-z0-9][-a-z0-9]*)$")
+CONFIG_KEY = _Lazy(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 RAYJOB_NAME_MAX = 47
 MAX_ENV_VALUE_BYTES = 64 * 1024

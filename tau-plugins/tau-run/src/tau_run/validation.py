@@ -56,7 +56,8 @@ def run_validate(*, name: str | None, config: Path | None, project: str | None, 
         "name": validated.name,
         "engine": validated.engine,
         "engine_inferred": validated.engine_inferred,
-        "config_hash": validated.config_hash,
+        # only machine output carries the hash: hashing (and importing hashlib) is skipped for the text line
+        "config_hash": validated.config_hash if as_json else None,
         "workload_profile": profile,
         "warnings": [_issue(i) for i in validated.warnings],
     })
