@@ -30,14 +30,16 @@ def test_every_level_equals_the_reference_downsampler(tmp_path_factory, points, 
         vals.append(value)
         s += gap
     path = tmp_path_factory.mktemp("d") / "f.parquet"
-    writer = MetricFileWriter(path, project="p", run_group_id="g", run_id="r", source="t")
+    writer = MetricFileWriter(path, project="p", run_group_id="g", run_id="r", source="t", keep_chunks=True)
     for i in range(0, len(steps), chunk):  # several row groups
         writer.write(pl.DataFrame({"metric_name": "m", "step": steps[i:i + chunk], "wall_time_us": None,
                                    "value": vals[i:i + chunk]},
                                   schema={"metric_name": pl.String, "step": pl.Int64, "wall_time_us": pl.Int64,
                                           "value": pl.Float64}), {})
     writer.close()
-    rows = {r["level"]: r for r in display_levels(path, writer.summaries)}
+    from_file = display_levels(path, writer.summaries)
+    assert display_levels(path, writer.summaries, writer.chunks) == from_file  # chunks kept in memory
+    rows = {r["level"]: r for r in from_file}
     for budget in range(4, 2 * 512 + 3):
         level = bucket_count(budget)
         if len(steps) <= budget:

@@ -21,6 +21,7 @@ charts go back to the raw history.  The copy is derived data: deleting it loses 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,28 @@ def _little(a: array) -> array:
     return a
 
 
-def display_levels(path: Path, summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def file_chunks(path: Path) -> Iterator[tuple[Any, Any, Any]]:
+    """A metric file's ``(metric_name dictionary array, step, value)`` one row group at a time."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path, read_dictionary=["metric_name"])
+    for g in range(pf.num_row_groups):
+        table = pf.read_row_group(g, columns=["metric_name", "step", "value"])
+        yield (table.column("metric_name").combine_chunks(), table.column("step").combine_chunks(),
+               table.column("value").combine_chunks())
+
+
+def display_levels(
+    path: Path, summaries: dict[str, dict[str, Any]], chunks: Iterable[tuple[Any, Any, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Rows for ``metric_display`` from a finished metric file and its per-metric summaries.
 
-    Reads the file one row group at a time (memory bounded by the row group, not the file).
-    Metric names stay dictionary codes: every grouping runs over integers.
+    ``chunks`` are the file's rows as written, in order (``(metric_name dictionary array, step,
+    value)``), when the writer kept them; otherwise the file is read back one row group at a
+    time (memory bounded by the row group).  Metric names stay dictionary codes: every grouping
+    runs over integers.
     """
     import polars as pl
-    import pyarrow.parquet as pq
 
     # Candidates: every value finite, a step range, and enough points for the coarsest level.
     names = sorted(m for m, s in summaries.items()
@@ -91,15 +106,11 @@ def display_levels(path: Path, summaries: dict[str, dict[str, Any]]) -> list[dic
     last_step: list[int | None] = [None] * len(names)
     ends: dict[int, list[tuple[int, float]]] = {}
     parts = []
-    pf = pq.ParquetFile(path, read_dictionary=["metric_name"])
-    for g in range(pf.num_row_groups):
-        table = pf.read_row_group(g, columns=["metric_name", "step", "value"])
-        codes = table.column("metric_name").combine_chunks()
+    for codes, steps, values in (file_chunks(path) if chunks is None else chunks):
         # this row group's dictionary codes -> candidate index (-1: not a candidate)
         lookup = pl.Series([index.get(str(v), -1) for v in codes.dictionary.to_pylist()], dtype=pl.Int32)
         frame = pl.DataFrame({
-            "_m": pl.Series(codes.indices).cast(pl.Int32), "step": pl.Series(table.column("step").combine_chunks()),
-            "value": pl.Series(table.column("value").combine_chunks()),
+            "_m": pl.Series(codes.indices).cast(pl.Int32), "step": pl.Series(steps), "value": pl.Series(values),
         }).select(pl.lit(lookup).gather(pl.col("_m")).alias("_m"), "step", "value").filter(pl.col("_m") >= 0)
         if frame.height == 0:
             continue

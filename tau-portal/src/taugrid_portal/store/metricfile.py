@@ -20,6 +20,7 @@ from .summaries import merge, summarize_frame
 SCHEMA_HASH = sha256_text(",".join(schema.METRIC_SCHEMA_COLUMNS))
 
 
+KEEP_CHUNK_ROWS = 4_000_000  # ~64 MB of steps and values
 CONSTANT_COLUMNS = ("project", "run_group_id", "run_id", "unit", "source", "split", "tags")
 
 
@@ -57,6 +58,7 @@ class MetricFileWriter:
         source: str,
         unit: str | None = None,
         split: str | None = None,
+        keep_chunks: bool = False,
     ) -> None:
         self.path = path
         self.project, self.run_group_id, self.run_id = project, run_group_id, run_id
@@ -68,6 +70,9 @@ class MetricFileWriter:
         self._writer: Any = None
         self._schema = arrow_schema(dictionary_constants=True)
         self._const_rows = 0
+        # the chunks as written (metric codes, steps, values), kept for the display copy while
+        # the file is small; a larger file is read back instead (see store/display.py)
+        self.chunks: list[tuple[Any, Any, Any]] | None = [] if keep_chunks else None
         self._zeros: Any = None
         self._nulls: Any = None
 
@@ -114,6 +119,11 @@ class MetricFileWriter:
             self.min_step = mm["min"] if self.min_step is None else min(self.min_step, mm["min"])
             self.max_step = mm["max"] if self.max_step is None else max(self.max_step, mm["max"])
         self.rows += n
+        if self.chunks is not None:
+            if self.rows <= KEEP_CHUNK_ROWS:
+                self.chunks.append((names, steps, values))
+            else:
+                self.chunks = None
         if self.path is None:
             return
         tags_json = json.dumps(tags, sort_keys=True, separators=(",", ":"))

@@ -362,7 +362,8 @@ def import_jsonl(
     except OSError as exc:
         raise TauError(f"cannot write to experiment store {store.root}: {exc.strerror or exc}",
                        hint="check that the store directory is writable") from None
-    writer = MetricFileWriter(staged_parquet, project=project, run_group_id=group, run_id=run, source=source)
+    writer = MetricFileWriter(staged_parquet, project=project, run_group_id=group, run_id=run, source=source,
+                              keep_chunks=not dry_run)
     stats: list[FileStats] = []
     copies: list[tuple[FileStats, Path | None]] = []
     producer = _Producer(store, files, step_field=step_field, time_field=time_field, metric_prefix=metric_prefix,
@@ -421,7 +422,8 @@ def import_jsonl(
         assert digest is not None and writer.path is not None
         from .display import display_levels
 
-        display = display_levels(writer.path, writer.summaries)
+        display = display_levels(writer.path, writer.summaries, writer.chunks)
+        writer.chunks = None
         with store.writing() as txn:
             if store.check_idempotency(txn, key, req, command="exp import jsonl", target_type="run",
                                        target_id=run):
