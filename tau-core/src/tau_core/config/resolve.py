@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -445,7 +444,7 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
     context["config_dir"] = str(target.config_path.resolve().parent)
     if kubeconfig:
         context["kubeconfig"] = str(kubeconfig)
-    submission_id = options.submission_id or ("" if dry_run else secrets.token_hex(12))
+    submission_id = options.submission_id or ("" if dry_run else _token())
     request = rendering.RenderRequest(
         name=str(resolved_cfg["name"]),
         config=resolved_cfg,
@@ -468,3 +467,9 @@ def _stamps(profile: Mapping[str, Any], catalog: Any) -> dict[str, str]:
         keys.WORKLOAD_PROFILE_SET_HASH: str(catalog.set_hash),
         keys.TAU_CLUSTER_GENERATION: str(catalog.generation),
     }
+
+
+def _token() -> str:
+    import secrets  # submissions only: a dry run has no submission id
+
+    return secrets.token_hex(12)
