@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from tau_core.fsutil import write_json_atomic
 from tau_core.hookspecs import hookimpl
 from tau_core.local.evidence import STATUS_METRIC, EvidenceBridge, EvidenceError, parse_chunk
-from tau_core.local.registry import RunDir, write_json_atomic
+from tau_core.local.registry import RunDir
 from tau_core.plugins import Host, set_host
 
 RECEIVED: list[dict[str, Any]] = []

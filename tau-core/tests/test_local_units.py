@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from tau_core.errors import ConfigError, NotFoundError, UsageError
+from tau_core.fsutil import write_json_atomic
 from tau_core.lifecycle.base import FailureReason
 from tau_core.local import artifacts, oom, paths, publish
 from tau_core.local.backend import _format_line, _tail_offset
 from tau_core.local.env import parse_duration
-from tau_core.local.registry import RunDir, find_run, write_json_atomic
+from tau_core.local.registry import RunDir, find_run
 
 
 @pytest.mark.parametrize(("text", "expected"), [

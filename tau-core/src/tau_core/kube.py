@@ -26,7 +26,6 @@ import json
 import os
 import random
 import stat
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from urllib.parse import quote, urlencode
 
 from tau_core import keys
 from tau_core.errors import ClusterError, ConfigError
+from tau_core.fsutil import write_json_atomic
 
 T = TypeVar("T")
 
@@ -279,22 +279,12 @@ def _absolutize(entry: dict[str, Any], key: str, origin: Path | None) -> dict[st
 
 
 def write_private_kubeconfig(config: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write ``config`` to ``path`` atomically with mode 0600, creating its directory with mode 0700."""
+    """Write ``config`` to ``path`` atomically with mode 0600, creating its directory with mode 0700.
+
+    JSON is valid YAML, so no YAML writer is needed (and reading it back skips the YAML parser).
+    """
     target = Path(path)
-    directory = target.parent
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(directory, 0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".candidate-", suffix=".yaml", dir=directory)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(config, indent=2))  # JSON is valid YAML, and needs no YAML writer
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(target, config, mode=0o600, durable=True, dir_mode=0o700)
     return target
 
 

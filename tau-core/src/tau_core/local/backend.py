@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
+from tau_core.fsutil import write_json_atomic
 from tau_core.lifecycle.base import (
     ArtifactListing,
     FailureReason,
@@ -58,7 +59,6 @@ from tau_core.local.registry import (
     iter_runs,
     now_iso,
     parse_iso,
-    write_json_atomic,
 )
 
 BACKEND = "local"

@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tau_core.errors import NotFoundError
+from tau_core.fsutil import write_json_atomic
 from tau_core.local import paths
 
 SCHEMA = "tau.local.run.v1"
@@ -49,30 +49,6 @@ def parse_iso(value: str | None) -> float | None:
         return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
-
-
-def write_json_atomic(path: Path, data: Any, *, mode: int = 0o644, durable: bool = False) -> None:
-    """Write ``data`` to a temporary dotfile beside ``path`` and rename it into place.
-
-    Readers never see a partial document.  ``durable`` also fsyncs the data before the rename (state
-    transitions skip it: they are rewritten often and a crash loses at most the newest transition).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def read_json(path: Path) -> dict[str, Any]:

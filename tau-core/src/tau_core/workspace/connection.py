@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tau_core.errors import ClusterError, TauError
+from tau_core.fsutil import write_json_atomic
 from tau_core.workspace.descriptor import ConnectionDescriptor
 
 STATE_SCHEMA = "tau.workspace.connection-state.v1"
@@ -85,21 +85,6 @@ class Connection:
         return asdict(self)
 
 
-def _atomic_write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class ConnectionStore:
     """Connection state files and isolated kubeconfigs under the Tau config directory."""
 
@@ -127,7 +112,7 @@ class ConnectionStore:
         return data if isinstance(data, dict) and data.get("schema") == STATE_SCHEMA else None
 
     def save(self, descriptor: ConnectionDescriptor, state: Mapping[str, Any]) -> None:
-        _atomic_write_json(self.state_path(descriptor), state)
+        write_json_atomic(self.state_path(descriptor), state, mode=0o600, durable=True, dir_mode=0o700)
 
     def prune_kubeconfigs(self, keep: Path) -> None:
         """Remove isolated kubeconfigs of this repository that no state references any more."""
