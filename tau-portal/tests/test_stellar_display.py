@@ -97,7 +97,7 @@ def test_a_second_write_to_a_run_retires_its_display_copy(store, tmp_path) -> No
     # a later point for the same series (a new extreme beyond the imported range) must show up
     record_run(store, "r", experiment="e", metrics={"loss": 99.0}, step=5000)
     assert store.display_series(["r"], 64) == {}
-    used, fast, raw = _snapshots(store, 130)
+    _used, fast, raw = _snapshots(store, 130)
     assert fast == raw
     [chart] = [c for c in fast["charts"] if c["metric_name"] == "loss"]
     [series] = chart["series"]

@@ -60,7 +60,7 @@ def unpack_values(blob: bytes) -> list[float]:
     return _little(a).tolist()
 
 
-def _little(a: array) -> array:
+def _little(a: array[Any]) -> array[Any]:
     import sys
 
     if sys.byteorder != "little":  # pragma: no cover - stored little-endian everywhere

@@ -175,7 +175,7 @@ class _Producer:
         import threading
 
         self.store, self.files, self.copy, self.tick = store, list(files), copy, tick
-        self.opts = {"step_field": step_field, "time_field": time_field, "metric_prefix": metric_prefix}
+        self.opts: dict[str, Any] = {"step_field": step_field, "time_field": time_field, "metric_prefix": metric_prefix}
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=2)
         self.copy_paths: list[Path] = []
         self._stop = threading.Event()
