@@ -177,3 +177,15 @@ def test_descriptor_symlinked_out_of_the_repository_is_refused(tmp_path):
     os.symlink(outside, repo / "tau" / "workspace.connection.yaml")
     with pytest.raises(ConfigError, match="outside the repository"):
         find_descriptor(repo)
+
+
+def test_run_targets_find_the_descriptor_outside_a_git_repository(tmp_path):
+    from tau_core.config.targets import resolve_target
+
+    repo = tmp_path / "fresh-scaffold"  # no .git: a scaffold that was never committed
+    (repo / "tau").mkdir(parents=True)
+    descriptor = repo / "tau" / "workspace.connection.yaml"
+    descriptor.write_text(VALID)
+    (repo / "tau" / "train.yaml").write_text("name: train\n")
+    target = resolve_target("train", cwd=repo)
+    assert target.connection_path() == descriptor.resolve()

@@ -57,15 +57,11 @@ class Target:
         """The workspace connection descriptor that applies to this target, if any."""
         if self.project is not None and self.project.connection is not None:
             return self.project.connection if self.project.connection.is_file() else None
-        stop = self.repo_root
-        cur = self.config_dir.resolve()
-        while True:
-            candidate = cur / "tau" / CONNECTION_FILE
-            if candidate.is_file():
-                return candidate
-            if stop is None or cur == stop or cur.parent == cur:
-                return None
-            cur = cur.parent
+        # One discovery rule for every caller: up to the Git boundary (or the filesystem root
+        # outside a repository), never through a symlink that leaves the repository.
+        from tau_core.workspace.descriptor import find_descriptor
+
+        return find_descriptor(self.config_dir)
 
 
 def git_root(start: Path) -> Path | None:
