@@ -40,7 +40,8 @@ def test_every_level_equals_the_reference_downsampler(tmp_path_factory, points, 
     from_file = display_levels(path, writer.summaries)
     assert display_levels(path, writer.summaries, writer.chunks) == from_file  # chunks kept in memory
     rows = {r["level"]: r for r in from_file}
-    for budget in range(4, 2 * 512 + 3):
+    # every level, at both ends of the budgets that map to it ((2k + 2) .. (4k + 1) points)
+    for budget in sorted({b for k in range(10) for b in (2 * (1 << k) + 2, 4 * (1 << k) + 1)}):
         level = bucket_count(budget)
         if len(steps) <= budget:
             continue
