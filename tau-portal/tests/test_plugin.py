@@ -49,3 +49,18 @@ def test_telemetry_sink_writes_idempotently(host, tmp_path):
     frame = sink.store.series(["r1"], "loss")
     assert frame["step"].to_list() == [0, 1, 2, 3, 4]
     sink.close()
+
+
+@pytest.mark.parametrize(("marker", "state"), [(1.0, "succeeded"), (-1.0, "failed"), (-2.0, "cancelled")])
+def test_terminal_run_status_marker_closes_a_running_run(host, tmp_path, marker, state):
+    factory = host.registry("telemetry_sinks")["experiment-store"].load()
+    sink = factory(store=tmp_path / "store", project="demo")
+    sink.write([{"run_id": "r1", "metric_name": "loss", "step": 1, "value": 0.5}])
+    assert sink.store.run("r1").state == "running"
+    sink.write([{"run_id": "r1", "metric_name": "tau/run_status", "step": 2, "value": marker}])
+    closed = sink.store.run("r1")
+    assert closed.state == state and closed.completed_at
+    # a later marker does not rewrite a terminal state
+    sink.write([{"run_id": "r1", "metric_name": "tau/run_status", "step": 3, "value": 1.0 if marker != 1.0 else -1.0}])
+    assert sink.store.run("r1").state == state
+    sink.close()

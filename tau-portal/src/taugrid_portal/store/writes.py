@@ -714,12 +714,36 @@ def record_run(
 
 
 # -- telemetry sink ----------------------------------------------------------------------------
+#: The terminal ``tau/run_status`` marker a run writes last (1 succeeded, -1 failed, -2 cancelled).
+RUN_STATUS_METRIC = "tau/run_status"
+RUN_STATUS_STATES = {1.0: "succeeded", -1.0: "failed", -2.0: "cancelled"}
+
+
+def _apply_terminal_marker(txn: Any, run: str, rows: Sequence[tuple[str, int | None, int | None, float]],
+                           ts: str) -> None:
+    """A ``tau/run_status`` marker ends a running run: its state and completion time follow the marker.
+
+    Only a run that is still open moves; a run already in a terminal state keeps it (records stay
+    insert-only; this is the run's one documented state transition).
+    """
+    markers = [r for r in rows if r[0] == RUN_STATUS_METRIC and r[3] in RUN_STATUS_STATES]
+    if not markers:
+        return
+    state = RUN_STATUS_STATES[markers[-1][3]]
+    txn.conn.execute(
+        "UPDATE runs SET state = ?, completed_at = COALESCE(completed_at, ?) "
+        "WHERE run_id = ? AND state NOT IN ('succeeded', 'failed', 'cancelled')",
+        [state, ts, run],
+    )
+
+
 def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, source: str = "sink") -> dict:
     """Write ``tau.metrics.scalar.v2`` record dicts; identical batches are written once.
 
     Records are grouped by run; each run's batch becomes one metric file named from the hash of
     its records, so a repeated batch is recognised and reused.  Unknown runs are created
-    (state ``running``); existing runs are left as they are.  Non-finite values are kept and
+    (state ``running``); existing runs are left as they are, except that a terminal
+    ``tau/run_status`` marker closes a still-running run.  Non-finite values are kept and
     counted as non-finite in the summaries.  ``wall_time`` may be a datetime, an RFC3339 string
     or Unix seconds.
     """
@@ -738,6 +762,7 @@ def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, 
         by_run.setdefault(key, []).append(rec)
     out: dict[str, Any] = {"files": [], "reused": 0, "rows": 0}
     staged_items: list[tuple[str, str, str, str, str, Path, str, MetricFileWriter]] = []
+    by_run_rows: dict[tuple[str, str, str, str], list[tuple[str, int | None, int | None, float]]] = {}
     try:
         for (project, group, run, unit, rsource, split, tags_json), recs in sorted(by_run.items()):
             validate_id("run", run)
@@ -763,6 +788,7 @@ def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, 
             writer = MetricFileWriter(staged, project=project, run_group_id=group, run_id=run,
                                       source=rsource, unit=unit or None, split=split or None)
             staged_items.append((project, group, run, req, f"sink-{run}-{req[:12]}", staged, "", writer))
+            by_run_rows[(project, group, run, req)] = rows
             frame = pl.DataFrame(
                 {"metric_name": [r[0] for r in rows], "step": [r[1] for r in rows],
                  "wall_time_us": [r[2] for r in rows], "value": [r[3] for r in rows]},
@@ -788,6 +814,7 @@ def write_records(store: ExperimentStore, records: Sequence[dict[str, Any]], *, 
                 rel = f"{METRICS}/project={project}/group={group}/run={run}/sink-{req[:12]}.parquet"
                 _commit_metric_file(txn, file_id=file_id, rel_path=rel, staged=staged, digest=digest,
                                     writer=writer, created_at=ts)
+                _apply_terminal_marker(txn, run, by_run_rows[(project, group, run, req)], ts)
                 out["files"].append(file_id)
                 out["rows"] += writer.rows
     finally:
