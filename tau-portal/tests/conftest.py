@@ -26,10 +26,13 @@ class PortalResult:
 
 
 @pytest.fixture
-def portal(monkeypatch: pytest.MonkeyPatch) -> Callable[..., PortalResult]:
+def portal(monkeypatch: pytest.MonkeyPatch,
+           tmp_path_factory: pytest.TempPathFactory) -> Callable[..., PortalResult]:
     """Run ``taugrid-portal`` in-process through the same edge as the console script."""
     for var in ("TAU_EXP_STORE", "TAU_EXP_STORE_ROOT", "TAU_CONTEXT", "TAU_TEAM", "TAU_PROJECT"):
         monkeypatch.delenv(var, raising=False)
+    # the local runs' store is the last fallback: point it at a place with no store
+    monkeypatch.setenv("TAU_DATA_DIR", str(tmp_path_factory.mktemp("no-local-store")))
 
     def invoke(*args: Any, env: dict[str, str] | None = None) -> PortalResult:
         from taugrid_portal.cli import PROG, cli

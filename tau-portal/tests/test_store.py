@@ -135,8 +135,14 @@ def test_store_resolution_order(tmp_path):
         resolve_store(None, {**env, "TAU_TEAM": ""})
     with pytest.raises(UsageError, match="single path segment"):
         resolve_store(None, {**env, "TAU_PROJECT": ".."})
+    empty = {"TAU_DATA_DIR": str(tmp_path / "data")}
     with pytest.raises(UsageError, match="--store is required"):
-        resolve_store(None, {})
+        resolve_store(None, empty)
+    # after a local run (tau run --local), its store is the default
+    local = tmp_path / "data" / "expstore"
+    local.mkdir(parents=True)
+    (local / "manifest.json").write_text("{}")
+    assert resolve_store(None, empty) == local
 
 
 def test_ids_and_artifact_paths_cannot_escape(store, store_dir, tmp_path):

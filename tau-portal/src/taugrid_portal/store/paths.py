@@ -1,4 +1,5 @@
-"""Store resolution: ``--store``, then ``TAU_EXP_STORE``, then ``TAU_EXP_STORE_ROOT`` + context/team/project."""
+"""Store resolution: ``--store``, then ``TAU_EXP_STORE``, then ``TAU_EXP_STORE_ROOT`` + context/team/project,
+then the store that local runs write to (``tau run --local``), when it exists."""
 
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ def resolve_store(explicit: str | None = None, env: Mapping[str, str] | None = N
             )
         parts = [_segment(n, env[n]) for n in ROOT_PARTS]
         return Path(root).expanduser().absolute().joinpath(*parts)
+    from tau_core.local.paths import exp_store_root
+
+    local = exp_store_root(env)
+    if (local / "manifest.json").is_file():
+        return local.absolute()
     raise UsageError(
         f"--store is required (or set {ENV_STORE}, or set {ENV_ROOT} with {', '.join(ROOT_PARTS)})",
         hint="for example: taugrid-portal experiment init my-exp --store ./tau-exp",
