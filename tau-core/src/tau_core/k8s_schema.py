@@ -39,7 +39,7 @@ def crds_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     value = env.get(ENV_CRDS_DIR)
     if value:
-        return Path(value)
+        return Path(value).expanduser()
     return (repo_root() / ".." / "shared" / "crds").resolve()
 
 

@@ -5,22 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# One lookup of the repository and of the upstream CRDs ($TAU_CRDS_DIR, else <repo>/../shared/crds),
+# shared with the schema checks in tau_core.
+from tau_core.k8s_schema import crds_dir, repo_root
 
-def repo_root() -> Path:
-    """The TauGrid repository root: the nearest parent of this file holding ``tau-plugins`` (or the cwd)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "tau-plugins").is_dir() and (parent / "tau-core").is_dir():
-            return parent
-    return Path.cwd()
-
-
-def crds_dir() -> Path:
-    """Upstream Kueue/KubeRay CRDs: ``$TAU_CRDS_DIR``, else ``<repo>/../shared/crds``."""
-    env = os.environ.get("TAU_CRDS_DIR")
-    if env:
-        return Path(env).expanduser()
-    return repo_root().parent / "shared" / "crds"
+__all__ = ["cache_dir", "crds_dir", "repo_root", "tools_dir"]
 
 
 def tools_dir() -> Path:
