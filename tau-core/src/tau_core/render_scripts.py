@@ -406,3 +406,45 @@ def profiler_setup(
 
 def env_list(mapping: Mapping[str, Any]) -> list[dict[str, str]]:
     return [{"name": k, "value": str(v)} for k, v in mapping.items()]
+
+
+@dataclass
+class Publication:
+    """What staged publication, the checkpoint artifact and metrics offload add to a workload."""
+
+    env: list[dict[str, str]] = field(default_factory=list)
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    staged: tuple[str, str] | None = None
+    checkpoint: str | None = None
+    metrics: MetricsOffload | None = None
+
+
+def publication(request: RenderRequest, wrappers: Wrappers, *, output: str | None, durable: bool,
+                multi_pod: bool = False) -> Publication:
+    """Configure ``wrappers`` for staged publication, the checkpoint artifact and metrics offload.
+
+    Shared by every renderer; ``multi_pod`` refuses what only a single Job pod can do.
+    """
+    root = output if durable else None
+    pub = Publication()
+    pub.staged = staged_publication(request, root)
+    if pub.staged:
+        if multi_pod:
+            raise ConfigError("storage.publish: staged requires a single Job pod",
+                              hint="remove execution.nodes or storage.publish")
+        wrappers.staging_dir, wrappers.publication_id = pub.staged
+        pub.env.append({"name": "TAU_OUTPUT_STAGING_DIR", "value": pub.staged[0]})
+        pub.annotations[keys.ARTIFACT_PUBLICATION] = "staged"
+        pub.annotations[keys.ARTIFACT_PUBLICATION_ID] = pub.staged[1]
+    ckpt = checkpoint_artifact(request, root)
+    if ckpt and output:
+        pub.checkpoint = wrappers.checkpoint = ckpt
+        pub.annotations[keys.CHECKPOINT_ARTIFACT] = f"{output}/{ckpt}"
+    pub.metrics = metrics_offload(request, pvc_mounted=durable)
+    if pub.metrics:
+        if multi_pod:
+            raise ConfigError("metrics.offload.enabled requires a single Job pod",
+                              hint="remove execution.nodes or metrics.offload")
+        wrappers.metrics = True
+        pub.annotations.update(pub.metrics.annotations)
+    return pub

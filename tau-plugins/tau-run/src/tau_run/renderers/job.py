@@ -160,34 +160,15 @@ class _JobRenderer:
         env += prof_env
         wrappers.profiler_prefix = prof_prefix
         ann_extra.update(prof_ann)
-        staged = rs.staged_publication(req, output if durable else None)
-        if staged:
-            if multi:
-                raise ConfigError(
-                    "storage.publish: staged requires a single Job pod",
-                    hint="remove execution.nodes or storage.publish",
-                )
-            wrappers.staging_dir, wrappers.publication_id = staged
-            env.append({"name": "TAU_OUTPUT_STAGING_DIR", "value": staged[0]})
-            ann_extra[keys.ARTIFACT_PUBLICATION] = "staged"
-            ann_extra[keys.ARTIFACT_PUBLICATION_ID] = staged[1]
-        ckpt = rs.checkpoint_artifact(req, output if durable else None)
-        if ckpt and output:
-            wrappers.checkpoint = ckpt
-            ann_extra[keys.CHECKPOINT_ARTIFACT] = f"{output}/{ckpt}"
-        metrics = rs.metrics_offload(req, pvc_mounted=durable)
+        pub = rs.publication(req, wrappers, output=output, durable=durable, multi_pod=multi)
+        env += pub.env
+        ann_extra.update(pub.annotations)
+        staged, ckpt, metrics = pub.staged, pub.checkpoint, pub.metrics
         if metrics:
-            if multi:
-                raise ConfigError(
-                    "metrics.offload.enabled requires a single Job pod",
-                    hint="remove execution.nodes or metrics.offload",
-                )
             if not entry:
                 raise ConfigError(
                     "metrics.offload.enabled requires run.entrypoint", hint="set entrypoint: to your training script"
                 )
-            wrappers.metrics = True
-            ann_extra.update(metrics.annotations)
             volumes.append(rs.metrics_runtime_volume())
             mounts.append(rs.metrics_runtime_mount())
         if core is None and (staged or ckpt or prof_prefix):

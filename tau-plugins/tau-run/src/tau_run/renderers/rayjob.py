@@ -380,20 +380,10 @@ class _RayJobRenderer:
         wrappers = rs.Wrappers(output=output, completion_file=COMPLETION_FILE)
         ann_extra: dict[str, str | None] = {}
         head_env_extra: list[dict[str, str]] = []
-        staged = rs.staged_publication(req, output if durable else None)
-        if staged:
-            wrappers.staging_dir, wrappers.publication_id = staged
-            head_env_extra.append({"name": "TAU_OUTPUT_STAGING_DIR", "value": staged[0]})
-            ann_extra[keys.ARTIFACT_PUBLICATION] = "staged"
-            ann_extra[keys.ARTIFACT_PUBLICATION_ID] = staged[1]
-        ckpt = rs.checkpoint_artifact(req, output if durable else None)
-        if ckpt and output:
-            wrappers.checkpoint = ckpt
-            ann_extra[keys.CHECKPOINT_ARTIFACT] = f"{output}/{ckpt}"
-        metrics = rs.metrics_offload(req, pvc_mounted=durable)
-        if metrics:
-            wrappers.metrics = True
-            ann_extra.update(metrics.annotations)
+        pub = rs.publication(req, wrappers, output=output, durable=durable)
+        head_env_extra += pub.env
+        ann_extra.update(pub.annotations)
+        metrics = pub.metrics
         entrypoint_script = rs.compose(prelude, core, wrappers)
         r.check_env_limits(common_env + head_env_extra + payload_env)
 
