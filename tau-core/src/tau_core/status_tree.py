@@ -38,9 +38,11 @@ class Snapshot:
     events: list[Obj] = field(default_factory=list)
     now: datetime | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    """resourceVersion of each list read (``workloads``, ``pods``, ``events``), for watches."""
     positions: dict[str, int] = field(default_factory=dict)
     """Queue position of pending Workloads (Kueue visibility API), by Workload name, when served."""
-    """resourceVersion of each list read (``workloads``, ``pods``, ``events``), for watches."""
+    departed: list[Obj] = field(default_factory=list)
+    """Pods of this run seen earlier and deleted since (their last state): evidence that outlives the pod."""
 
     @property
     def workload(self) -> Obj | None:
@@ -158,41 +160,13 @@ def terminal_state(snap: Snapshot) -> tuple[bool, bool]:
 # -- failure classification (§4.2) ------------------------------------------------------------
 
 def classify(snap: Snapshot) -> FailureReason:
-    """Why the run failed: Completed, Running, OOMKilled, Preempted, Evicted or Unknown."""
-    terminal, succeeded = terminal_state(snap)
-    if terminal and succeeded:
-        return FailureReason.COMPLETED
-    if not terminal:
-        return FailureReason.RUNNING
-    for pod in snap.pods:
-        for cs in _container_statuses(pod) + _container_statuses(pod, init=True):
-            if _terminated(cs).get("reason") == "OOMKilled" or _last_terminated(cs).get("reason") == "OOMKilled":
-                return FailureReason.OOM_KILLED
-        if _status(pod).get("reason") == "OOMKilled":
-            return FailureReason.OOM_KILLED
-    event_reasons = [str(ev.get("reason") or "") for ev in snap.events]
-    for pod in snap.pods:
-        target = _cond(pod, "DisruptionTarget")
-        if target and target.get("status") == "True" and "evict" not in str(target.get("reason", "")).lower() \
-                and _status(pod).get("reason") != "Evicted":
-            return FailureReason.PREEMPTED
-    if any("preempt" in r.lower() for r in event_reasons):
-        return FailureReason.PREEMPTED
-    for wl in snap.workloads:
-        evicted = _cond(wl, "Evicted")
-        if evicted and evicted.get("status") == "True" and "preempt" in str(evicted.get("reason", "")).lower():
-            return FailureReason.PREEMPTED
-    for pod in snap.pods:
-        if _status(pod).get("reason") == "Evicted":
-            return FailureReason.EVICTED
-        if any(str(c.get("reason")) == "Evicted" for c in _status(pod).get("conditions") or []):
-            return FailureReason.EVICTED
-        target = _cond(pod, "DisruptionTarget")
-        if target and target.get("status") == "True":
-            return FailureReason.EVICTED
-    if any(r == "Evicted" for r in event_reasons):
-        return FailureReason.EVICTED
-    return FailureReason.UNKNOWN
+    """Why the run failed: Completed, Running, OOMKilled, Preempted, Evicted or Unknown.
+
+    The evidence rules live in :mod:`tau_core.classification` (``verdict`` also says which evidence decided).
+    """
+    from tau_core.classification import verdict
+
+    return verdict(snap).reason
 
 
 def failure_signature(snap: Snapshot) -> str:
@@ -571,10 +545,14 @@ def phases(snap: Snapshot) -> list[Phase]:
             for p in pod_phases:
                 if p.state in ("pending", "active"):
                     p.state, p.detail = "skipped", "no pods remain"
-    if snap.kind == "Job" and terminal and succeeded:
+    if snap.kind == "Job" and terminal and not snap.pods:
         for p in pod_phases:
-            if p.state in ("pending", "active") and not snap.pods:
+            if p.state in ("pending", "active"):
                 p.state, p.detail = "skipped", "pods already removed"
+        if not succeeded:
+            failed = _cond(snap.job, "Failed") or _cond(snap.job, "FailureTarget") or {}
+            pod_phases[-1] = Phase("Ready", "warning", f"Job failed ({failed.get('reason') or 'Failed'}); "
+                                   "its pods were removed", hint="see the failure evidence and `tau logs <run>`")
     out.extend(pod_phases)
     if snap.kind == "RayJob":
         out.append(_rayjob_phase(snap))

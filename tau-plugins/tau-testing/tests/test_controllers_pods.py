@@ -162,13 +162,53 @@ def test_evicted_pod(cluster: SimCluster) -> None:
 
 
 def test_scheduler_preemption_script(cluster: SimCluster) -> None:
+    """A scheduler-preempted Job pod leaves evidence in the order a real cluster leaves it (jobs.py docstring):
+    the DisruptionTarget condition, then the Preempted Event, then the Job's Failed condition, and last the
+    pod's removal; the Job still counts the failure."""
+    seen: list[tuple[int, str, str]] = []
+
+    def record(kind: str):  # type: ignore[no-untyped-def]
+        def callback(event_type: str, obj: dict, old: dict | None) -> None:
+            rv = int(obj["metadata"]["resourceVersion"])
+            if kind == "Pod" and event_type == "DELETED":
+                seen.append((rv, "pod deleted", obj["metadata"]["name"]))
+            elif kind == "Pod" and (kit.condition(obj, "DisruptionTarget") or {}).get("status") == "True" \
+                    and not (old and kit.condition(old, "DisruptionTarget")):
+                seen.append((rv, "pod DisruptionTarget", obj["metadata"]["name"]))
+            elif kind == "Event" and event_type == "ADDED" and obj["reason"] == "Preempted":
+                seen.append((rv, "Preempted event", obj["involvedObject"]["name"]))
+            elif kind == "Job" and (kit.condition(obj, "Failed") or {}).get("status") == "True" \
+                    and not (old and kit.condition(old, "Failed")):
+                seen.append((rv, "Job Failed", obj["metadata"]["name"]))
+        return callback
+
+    stops = [cluster.store.watch(api, kind, None, record(kind))
+             for api, kind in (("v1", "Pod"), ("v1", "Event"), ("batch/v1", "Job"))]
     scripts_of(cluster).add({"job-name": "bumped"}, PodScript(run_seconds=60, preempt_after=2))
     cluster.store.create(kit.job("bumped", queue=None, backoff_limit=0))
     cluster.advance(3)
-    pod = _pod(cluster, "bumped")
-    assert kit.condition(pod, "DisruptionTarget")["reason"] == "PreemptionByScheduler"
-    preempted = [e for e in for_object(cluster, pod) if e["reason"] == "Preempted"]
+    for stop in stops:
+        stop()
+    assert [what for _, what, _ in sorted(seen)] == ["pod DisruptionTarget", "Preempted event", "Job Failed",
+                                                    "pod deleted"]
+    assert cluster.store.list("v1", "Pod", "team", label_selector="job-name=bumped") == []
+    job = cluster.store.get("batch/v1", "Job", "team", "bumped")
+    assert job["status"]["failed"] == 1
+    pod_name = next(name for _, what, name in seen if what == "pod deleted")
+    preempted = [e for e in cluster.store.list("v1", "Event", "team")
+                 if e["reason"] == "Preempted" and e["involvedObject"]["name"] == pod_name]
     assert preempted and re.fullmatch(r"Preempted by pod [0-9a-f-]{36} on node node-1", preempted[0]["message"])
+
+
+def test_preempted_pods_stay_counted_after_removal(cluster: SimCluster) -> None:
+    scripts_of(cluster).add({"job-name": "twice"}, PodScript(run_seconds=60, preempt_after=2))
+    cluster.store.create(kit.job("twice", queue=None, backoff_limit=1))
+    cluster.advance(3)
+    job = cluster.store.get("batch/v1", "Job", "team", "twice")
+    assert job["status"]["failed"] == 1 and not kit.condition(job, "Failed")
+    cluster.advance(3)
+    job = cluster.store.get("batch/v1", "Job", "team", "twice")
+    assert job["status"]["failed"] == 2 and kit.condition(job, "Failed")["reason"] == "BackoffLimitExceeded"
 
 
 def test_crash_loop_for_always_restarting_pods(cluster: SimCluster) -> None:
@@ -228,9 +268,11 @@ def test_injected_pod_eviction_and_scheduler_preemption(cluster: SimCluster) -> 
     cluster.advance(3)
     pressured, bumped = _pod(cluster, "pressured"), _pod(cluster, "bumped")
     evict_pod(cluster, "team", pressured["metadata"]["name"])
-    evict_pod(cluster, "team", bumped["metadata"]["name"], preempted_by_scheduler=True)
+    bumped = evict_pod(cluster, "team", bumped["metadata"]["name"], preempted_by_scheduler=True)
     cluster.settle()
-    pressured, bumped = _pod(cluster, "pressured"), _pod(cluster, "bumped")
+    pressured = _pod(cluster, "pressured")
+    # the scheduler deleted its victim; it is gone once the Job controller counted it (jobs.py docstring)
+    assert cluster.store.list("v1", "Pod", "team", label_selector="job-name=bumped") == []
     assert (pressured["status"]["phase"], pressured["status"]["reason"]) == ("Failed", "Evicted")
     assert kit.condition(pressured, "DisruptionTarget")["reason"] == "TerminationByKubelet"
     assert {"Evicted", "Killing"} <= set(reasons(cluster, pressured))

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from tau_core import keys
+from tau_core.classification import attempt_pod_events, settled, verdict
 from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
 from tau_core.kube import (
     DEFAULT_SYSTEM_NAMESPACE,
@@ -49,7 +50,7 @@ from tau_core.lifecycle.base import (
     SubmitRequest,
     SubmitResult,
 )
-from tau_core.status_tree import Snapshot, classify, failure_signature, phases, terminal_state
+from tau_core.status_tree import Snapshot, failure_signature, phases, terminal_state
 
 JOB_API = ("batch/v1", "jobs")
 RAYJOB_API = ("ray.io/v1", "rayjobs")
@@ -141,6 +142,8 @@ class KubernetesBackend:
     progress: Callable[[str], None] | None = None
     sleep: Callable[[float], None] = time.sleep
     poll_interval: float = 1.0
+    evidence_grace: float = 5.0
+    """Seconds a failed run with no evidence yet is re-read before it is reported as Unknown."""
     name: str = "kubernetes"
     last_requests: int = field(default=0, init=False)
     last_server: str = field(default="", init=False)
@@ -243,6 +246,28 @@ class KubernetesBackend:
                 snap.claims = []
         return snap
 
+    async def settle(self, session: KubeSession, snap: Snapshot) -> Snapshot:
+        """The snapshot to classify a failed run by: re-read while it failed with no evidence yet.
+
+        Each object reaches a client on its own watch (and the scheduler's Events asynchronously), so a
+        Job can read ``Failed`` before its pod's ``DisruptionTarget`` or the ``Preempted`` Event is visible.
+        Fresh lists are read every quarter second for at most ``evidence_grace`` seconds; pods that
+        vanish in between are kept as ``departed`` evidence.
+        """
+        deadline = time.monotonic() + self.evidence_grace
+        uid = _meta(snap.workload).get("uid")
+        while True:
+            terminal, succeeded = terminal_state(snap)
+            if not terminal or succeeded or settled(snap, verdict(snap)) or time.monotonic() >= deadline:
+                return snap
+            await asyncio.sleep(0.25)
+            fresh = await self.snapshot(session, snap.namespace, snap.name)
+            if _meta(fresh.workload).get("uid") != uid:
+                return snap  # replaced meanwhile (a retry or a resubmit): keep what was read
+            live = {_meta(p).get("uid") for p in fresh.pods}
+            fresh.departed = [p for p in [*snap.departed, *snap.pods] if _meta(p).get("uid") not in live]
+            snap = fresh
+
     async def _queue_positions(self, session: KubeSession, ns: str, snap: Snapshot) -> None:
         """Positions of pending Workloads from Kueue's visibility API (one read, only while pending)."""
         pending = [w for w in snap.workloads if not any(
@@ -271,7 +296,8 @@ class KubernetesBackend:
         ann = _ann(workload)
         attempt = int(ann[RETRY_ATTEMPT]) if ann.get(RETRY_ATTEMPT, "").isdigit() else None
         max_attempts = int(ann[RETRY_MAX]) if ann.get(RETRY_MAX, "").isdigit() else None
-        failure = classify(snap) if terminal and not succeeded else None
+        found = verdict(snap) if terminal and not succeeded else None
+        failure = found.reason if found else None
         queue = _labels(workload).get(keys.KUEUE_QUEUE_NAME) or target.queue
         message = ""
         if workload is None:
@@ -294,6 +320,7 @@ class KubernetesBackend:
             "config_hash": ann.get(keys.CONFIG_HASH),
             "submission_id": ann.get(keys.SUBMISSION_ID),
             "retry_reason": ann.get(RETRY_REASON),
+            "failure_evidence": found.evidence if found else None,
             "pods": [_pod_summary(p) for p in snap.pods],
             "workloads": [_meta(w).get("name") for w in snap.workloads],
             "diagnostic_commands": diagnostic_commands(snap, context, self.kubeconfig),
@@ -303,7 +330,7 @@ class KubernetesBackend:
     async def status_async(self, session: KubeSession, ref: RunRef, target: ResolvedTarget | None = None,
                            run_profile: bool = False) -> RunStatus:
         target = target or await self.resolve(session, ref)
-        snap = await self.snapshot(session, target.namespace, ref.name)
+        snap = await self.settle(session, await self.snapshot(session, target.namespace, ref.name))
         status = self._status_from(ref, snap, target, session.server, session.context)
         if run_profile and snap.workload is not None:
             from tau_core.run_profile import run_profile as profile_of
@@ -347,6 +374,8 @@ class KubernetesBackend:
                 try:
                     while True:
                         current = cache.snapshot(snap)
+                        if terminal_state(current)[0]:
+                            current = await self.settle(session, current)
                         status = self._status_from(ref, current, target, session.server, session.context)
                         key = json.dumps([[p.name, p.state, p.detail] for p in status.phases]
                                          + [status.terminal, status.attempt], default=str)
@@ -1009,12 +1038,12 @@ class KubernetesBackend:
             raise UsageError(f"--from \"{from_dir}\" must be an absolute checkpoint directory")
         target = await self.resolve(session, ref)
         ns = target.namespace
-        snap = await self.snapshot(session, ns, ref.name)
+        snap = await self.settle(session, await self.snapshot(session, ns, ref.name))
         workload = snap.workload
         if workload is None:
             raise NotFoundError(f"no workload named \"{ref.name}\" found in namespace {ns}",
                                 hint="check the name with `tau run list`; resume needs the failed workload")
-        reason = classify(snap)
+        reason = verdict(snap).reason
         if reason is FailureReason.RUNNING:
             raise ConflictError(f"workload \"{ref.name}\" is still running — cancel it first",
                                 hint=f"tau run cancel {ref.name}")
@@ -1119,7 +1148,9 @@ class _Cache:
         bucket = self.objects.setdefault(key, {})
         name = _meta(obj).get("name", "")
         if etype == "DELETED":
-            bucket.pop(name, None)
+            gone = bucket.pop(name, None)
+            if key == "pods":
+                self.objects.setdefault("departed", {})[name] = obj or gone or {}
         else:
             bucket[name] = obj
         if key == "rayjob" and etype != "DELETED":
@@ -1139,7 +1170,8 @@ class _Cache:
             workloads=list(self.objects.get("workloads", {}).values()),
             pods=[p for p in self.objects.get("pods", {}).values() if _belongs(p, base)],
             claims=base.claims, events=list(self.objects.get("events", {}).values()),
-            now=datetime.now(UTC), versions=dict(self.versions))
+            now=datetime.now(UTC), versions=dict(self.versions),
+            departed=[*base.departed, *self.objects.get("departed", {}).values()])
 
 
 def _belongs(pod: Obj, base: Snapshot) -> bool:
@@ -1159,7 +1191,8 @@ def _relevant_events(snap: Snapshot) -> list[Obj]:
         inv = e.get("involvedObject") or e.get("regarding") or {}
         if inv.get("uid") in uids or (inv.get("name") in names and not inv.get("uid")):
             out.append(e)
-    return out
+    seen = {id(e) for e in out}
+    return out + [e for e in attempt_pod_events(snap) if id(e) not in seen]  # pods deleted since
 
 
 class _deferred_interrupts:

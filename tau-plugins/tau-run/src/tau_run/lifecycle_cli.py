@@ -157,6 +157,7 @@ def status_doc(st: Any) -> dict[str, Any]:
         "terminal": st.terminal,
         "succeeded": st.succeeded,
         "failure": st.failure.value if st.failure else None,
+        "failureEvidence": st.extra.get("failure_evidence") or None,
         "attempt": st.attempt,
         "maxRetries": st.max_attempts,
         "message": st.message,
@@ -187,6 +188,9 @@ def status_text(st: Any, *, hints: bool = False) -> str:
     if st.terminal:
         lines.append(f"Result: {'succeeded' if st.succeeded else 'failed'}"
                      + (f" ({st.failure.value})" if st.failure else ""))
+        if st.failure and "failure_evidence" in st.extra:
+            evidence = st.extra["failure_evidence"] or "none observed (the cluster recorded no cause)"
+            lines.append(f"Evidence: {evidence}")
     elif st.message:
         lines.append(st.message)
     if st.extra.get("run_profile"):

@@ -4,6 +4,12 @@ backoffLimit, activeDeadlineSeconds, the Job conditions and ``ttlSecondsAfterFin
 Simplifications: failed pods are replaced at once (no exponential back-off delay), pods carry no
 ``batch.kubernetes.io/job-tracking`` finalizer (counts are taken from the pods that exist, never lowered),
 and ``podFailurePolicy``/``successPolicy`` are not evaluated.
+
+A pod preempted by the scheduler (``DisruptionTarget`` reason ``PreemptionByScheduler``) is removed once
+this controller has counted it, as on a real cluster: the scheduler deletes its victims (after setting the
+condition, and before its ``Preempted`` Event, which an asynchronous recorder sends), and the Job's tracking
+finalizer holds the pod only until the Job controller has accounted for the failure.  A client therefore
+meets a Job whose preempted pod is already gone; the condition and the Event are what remain.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ class JobController:
     def __init__(self) -> None:
         self.enabled = True
         self._made: dict[str, int] = {}  # pods made per owner: fresh names even after deletions
+        self._released: dict[str, set[str]] = {}  # failed pods counted and then removed, per owner
 
     def next_wakeup(self, cluster: Any) -> Any:
         """When a finished Job's TTL or a running Job's active deadline expires next."""
@@ -111,7 +118,7 @@ class JobController:
         finished = job_finished(job)
         active = [p for p in pods if not u.pod_is_terminal(p) and not u.is_deleting(p)]
         if finished:
-            changed = False
+            changed = self._release_preempted(cluster, job, pods)
             for pod in active:
                 changed |= kill_pod(cluster, pod)
             return changed | self._ttl(cluster, job, current)
@@ -127,7 +134,8 @@ class JobController:
         if ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy") == "OnFailure":
             restarts = sum(int(st.get("restartCount") or 0) for p in active
                            for st in (p.get("status") or {}).get("containerStatuses") or [])
-        failed = max(int(status.get("failed") or 0), len(failed_pods))
+        gone = self._released.get(job["metadata"]["uid"], set()) - {p["metadata"]["uid"] for p in failed_pods}
+        failed = max(int(status.get("failed") or 0), len(failed_pods) + len(gone))
         done_indexes = _parse_indexes(status.get("completedIndexes"))
         if indexed:
             done_indexes |= {i for p in succeeded_pods if (i := _pod_index(p)) is not None}
@@ -172,6 +180,7 @@ class JobController:
             self._counts(status, 0, 0, succeeded, failed, indexed, done_indexes)
             u.write_status_if_changed(cluster, job, status)
             events.record(cluster, job, reason, message, type="Warning", component=COMPONENT)
+            self._release_preempted(cluster, job, failed_pods)
             return True
 
         # ---- success
@@ -216,7 +225,20 @@ class JobController:
                 created += 1
         ready = sum(1 for p in active if u.pod_is_ready(p))
         self._counts(status, len(active) + created, ready, succeeded, failed, indexed, done_indexes)
-        return u.write_status_if_changed(cluster, job, status) | changed | bool(created)
+        changed |= u.write_status_if_changed(cluster, job, status)
+        return self._release_preempted(cluster, job, failed_pods) | changed | bool(created)
+
+    def _release_preempted(self, cluster: Any, job: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
+        """Remove the failed pods the scheduler preempted (and so deleted) once their failure is counted."""
+        released = False
+        for pod in pods:
+            target = u.find_condition(pod, "DisruptionTarget") or {}
+            if u.pod_is_terminal(pod) and target.get("reason") == "PreemptionByScheduler":
+                ns, name = u.key(pod)
+                if u.delete(cluster, "v1", "Pod", ns, name):
+                    self._released.setdefault(job["metadata"]["uid"], set()).add(pod["metadata"]["uid"])
+                    released = True
+        return released
 
     @staticmethod
     def _counts(status: dict[str, Any], active: int, ready: int, succeeded: int, failed: int, indexed: bool,
