@@ -1,6 +1,9 @@
 """Every developer task.
 
-    nox -s tests            the whole suite in one environment (what CI and the README run)
+    nox -s tests            the whole suite in one environment (what CI and the README run), on
+                            pytest-xdist workers, printing the 20 slowest tests at the end
+    nox -s flaky            every `realclock` test 20 times under CPU load (`nox -s flaky -- --rounds 5`,
+                            `-- --slow` adds the slow ones); reports failures per test
     nox -s "dist(tau-run)"  one distribution's tests with only it, tau-core and tau-testing installed
     nox -s lint types imports
     nox -s bench            benchmarks; each prints its figures
@@ -61,7 +64,12 @@ def spec(path: Path, editable: bool = False) -> list[str]:
     return ["-e", target] if editable else [target]
 
 
-TEST_TOOLS = ["pytest>=8", "hypothesis", "kubernetes-validate", "jsonschema", "pyyaml", "playwright", "httpx"]
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3.5", "hypothesis", "kubernetes-validate", "jsonschema", "pyyaml",
+              "playwright", "httpx"]
+FLAKY_TOOLS = ["pytest-repeat"]
+# xdist: one worker per core; tests that share something (a browser, a directory) carry an xdist_group
+# marker (see the root conftest.py) and --dist loadgroup keeps each group on one worker.
+PARALLEL = ["-n", "auto", "--dist", "loadgroup"]
 
 
 def install_all(session: nox.Session, editable: bool = True) -> None:
@@ -82,7 +90,18 @@ def tests(session: nox.Session) -> None:
     """The whole suite, every distribution installed together (README and CI run this)."""
     install_all(session)
     prepare_machine(session)
-    session.run("pytest", "-p", "no:cacheprovider", *session.posargs)
+    # exit 5 = no test collected (e.g. a -k that matches nothing): reported by pytest, not a crash
+    session.run("pytest", "-p", "no:cacheprovider", *PARALLEL, "--durations=20", *session.posargs,
+                success_codes=[0, 5])
+
+
+@nox.session(python=PYTHON)
+def flaky(session: nox.Session) -> None:
+    """Every realclock test N times (default 20) with both cores kept busy; failures per test."""
+    install_all(session)
+    session.install(*FLAKY_TOOLS)
+    prepare_machine(session)
+    session.run("python", str(ROOT / "tests" / "tools" / "flaky.py"), *session.posargs)
 
 
 _ISOLATED = sorted(n for n in distributions() if n not in {"tau-core", "tau-testing", "tau"})

@@ -20,6 +20,8 @@ from tau_core.lifecycle import LogOptions, RunRef, SubmitRequest, get_backend
 from tau_core.lifecycle.base import ArtifactListing, FailureReason
 from tau_core.local.backend import LocalBackend
 
+pytestmark = pytest.mark.realclock  # real supervisor processes and signals on the wall clock
+
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"
 

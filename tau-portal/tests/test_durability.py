@@ -13,8 +13,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from taugrid_portal.store import ExperimentStore
 from taugrid_portal.store.writes import import_jsonl
+
+pytestmark = pytest.mark.realclock  # concurrent processes and threads on one store
 
 WRITER_SCRIPT = textwrap.dedent("""
     import os, sys, time

@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+pytestmark = pytest.mark.realclock  # a real server thread and subprocesses
+
 
 def _history(path: Path, steps: int, seed: int) -> Path:
     with path.open("w", encoding="utf-8") as fh:

@@ -21,6 +21,30 @@ from tau_testing.sim.scripts import PodScript, scripts_of
 NS = ["-n", NAMESPACE]
 
 
+def pull_until_watched(cluster: Any, job_name: str, *, watches: int = 1) -> None:
+    """Script ``job_name``'s pod to pull its image until a client has opened ``watches`` pod watches, then run.
+
+    A condition instead of a race between scaled time and process start-up: on a loaded machine the
+    watching CLI may need seconds to start, and it must still see the pull before the pod is ready.
+    """
+    import threading
+    import time
+
+    opened = threading.Event()
+
+    def watch_opened() -> None:
+        deadline = time.monotonic() + 120  # generous: a stuck CLI fails its own assertions long before
+        while time.monotonic() < deadline and cluster.requests.count(verb="watch", resource="pods") < watches:
+            time.sleep(0.05)
+        opened.set()
+
+    book = scripts_of(cluster)
+    book.add(lambda p: (p["metadata"].get("labels") or {}).get("job-name") == job_name and not opened.is_set(),
+             PodScript(pull_seconds=10**6, run_seconds=600))
+    book.add({"job-name": job_name}, PodScript(run_seconds=600))
+    threading.Thread(target=watch_opened, daemon=True).start()
+
+
 def write_target(repo: Path, name: str = "train", *, engine: str = "job", extra: str = "") -> Path:
     (repo / "tau").mkdir(parents=True, exist_ok=True)
     (repo / "train.py").write_text("print('training')\n")
@@ -150,6 +174,7 @@ def test_pending_on_quota_says_why(taugrid_cluster: TauGridScenario, tau_cli, re
     assert "tip: the queue lacks free quota right now" in r.stdout
 
 
+@pytest.mark.realclock
 def test_image_pull_failure_fails_watch(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=20)
     scripts_of(scenario.cluster).add({"job-name": "pull"}, PodScript(pull_error="ErrImagePull"))
@@ -162,16 +187,17 @@ def test_image_pull_failure_fails_watch(taugrid_factory, tau_cli, repo: Path) ->
     assert "startup phase failed for aurora/pull" in r.stderr
 
 
+@pytest.mark.realclock
 def test_watch_follows_a_run_to_ready_and_exits_zero(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=10)
-    scripts_of(scenario.cluster).add({"job-name": "w"}, PodScript(pull_seconds=50, run_seconds=600))
+    pull_until_watched(scenario.cluster, "w")
     write_target(repo, "w")
     assert tau_cli("run", "w", *NS).exit_code == 0
     r = tau_cli("run", "status", "w", *NS, "--watch", "--interval", "0.05s")
     assert r.exit_code == 0, r
     frames = r.stdout.strip().split("\n\n")
     assert len(frames) >= 2  # one frame per change: at least "pulling" and "ready"
-    assert any("[>] Image pull" in frame for frame in frames[:-1])  # the first may precede the pod
+    assert "[>] Image pull" in frames[0]  # the pull lasts until the watch is open
     assert "[x] Ready" in frames[-1]
 
 
@@ -187,6 +213,7 @@ def test_status_flag_conflicts_are_usage_errors(taugrid_cluster, tau_cli, repo: 
 RETRY = "resilience:\n  max_retries: 2\n  retry_on: [{on}]\n  backoff_initial: 0s\n"
 
 
+@pytest.mark.realclock
 def test_oomkilled_is_retried_when_retry_on_allows_it(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=40)
     book = scripts_of(scenario.cluster)
@@ -212,6 +239,7 @@ def test_oomkilled_is_retried_when_retry_on_allows_it(taugrid_factory, tau_cli, 
     assert "attempt 1/2" in r.stdout
 
 
+@pytest.mark.realclock
 def test_oomkilled_is_not_retried_by_default(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=40)
     scripts_of(scenario.cluster).add({"job-name": "oom2"}, PodScript(run_seconds=5, oom=True))
@@ -222,6 +250,7 @@ def test_oomkilled_is_not_retried_by_default(taugrid_factory, tau_cli, repo: Pat
     assert scenario.cluster.store.get("batch/v1", "Job", NAMESPACE, "oom2") is not None
 
 
+@pytest.mark.realclock
 def test_preemption_is_retried_until_the_budget_is_exhausted(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=40)
     scripts_of(scenario.cluster).add({"job-name": "pre"}, PodScript(run_seconds=60, preempt_after=3))
@@ -236,6 +265,7 @@ def test_preemption_is_retried_until_the_budget_is_exhausted(taugrid_factory, ta
     assert job["metadata"]["annotations"][keys.RETRY_ATTEMPT] == "2"
 
 
+@pytest.mark.realclock
 def test_preemption_retry_then_success(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=40)
     book = scripts_of(scenario.cluster)
@@ -331,6 +361,7 @@ def test_cancel_timeout_prints_a_manual_cleanup_command(taugrid_cluster: TauGrid
     assert "kubectl delete pods -n aurora -l controller-uid=" in r.stderr
 
 
+@pytest.mark.realclock
 def test_logs_follow_until_completion(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=20)
     lines = [f"step {i}" for i in range(1, 9)]
@@ -453,6 +484,7 @@ def test_expired_credential_and_missing_crds_are_explained(taugrid_cluster: TauG
     assert "tau cluster install" in r.stderr
 
 
+@pytest.mark.realclock
 def test_interrupting_the_waiting_cli_loses_nothing(taugrid_factory, tau_env, tau_cli, repo: Path) -> None:
     """Ctrl-C while `tau run` waits for a retried run: it exits 130, the run and its attempt count stay."""
     import os
@@ -475,12 +507,14 @@ def test_interrupting_the_waiting_cli_loses_nothing(taugrid_factory, tau_env, ta
             job = scenario.cluster.store.get("batch/v1", "Job", NAMESPACE, "intr")
             return bool(job and (job["metadata"].get("annotations") or {}).get(keys.RETRY_ATTEMPT) == "1")
 
-        deadline = time.monotonic() + 60
-        while not retried():
+        def waiting_again() -> bool:  # the CLI opened its watch on the second attempt's Job
+            return retried() and scenario.cluster.requests.count(verb="watch", resource="jobs.batch") >= 2
+
+        deadline = time.monotonic() + 120
+        while not waiting_again():
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the run was never retried"
             time.sleep(0.1)
-        time.sleep(0.5)  # the CLI is waiting on the second attempt now
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -535,6 +569,7 @@ def test_lifecycle_verbs_use_the_repository_connection(taugrid_cluster: TauGridS
     assert "/kubeconfigs/" in hints[0]  # the connection's isolated kubeconfig, not the ambient one
 
 
+@pytest.mark.realclock
 def test_watch_survives_dropped_watches_and_503s(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=10)
     scripts_of(scenario.cluster).add({"job-name": "dw"}, PodScript(pull_seconds=20, run_seconds=600))
@@ -551,6 +586,7 @@ def test_watch_survives_dropped_watches_and_503s(taugrid_factory, tau_cli, repo:
     assert "[x] Ready" in r.stdout.strip().split("\n\n")[-1]
 
 
+@pytest.mark.realclock
 def test_tau_logs_follows_the_ray_driver_until_it_finishes(taugrid_factory, tau_cli, repo: Path) -> None:
     scenario = taugrid_factory(clock="real", time_scale=10)
     lines = [f"driver step {i}" for i in range(1, 6)]
@@ -582,6 +618,7 @@ def test_status_and_logs_of_a_job_submitted_outside_taugrid(taugrid_cluster: Tau
     assert "plain" in tau_cli("run", "list", *NS, "--include-external").stdout
 
 
+@pytest.mark.realclock
 def test_watch_redraws_in_place_on_a_terminal(taugrid_factory, tau_env, tau_cli, repo: Path) -> None:
     import os
     import pty
@@ -590,7 +627,7 @@ def test_watch_redraws_in_place_on_a_terminal(taugrid_factory, tau_env, tau_cli,
     import time
 
     scenario = taugrid_factory(clock="real", time_scale=10)
-    scripts_of(scenario.cluster).add({"job-name": "tty"}, PodScript(pull_seconds=30, run_seconds=600))
+    pull_until_watched(scenario.cluster, "tty")
     write_target(repo, "tty")
     assert tau_cli("run", "tty", *NS).exit_code == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}

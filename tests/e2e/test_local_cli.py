@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = [pytest.mark.realclock, pytest.mark.slow]  # real `tau` processes; minutes per round
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 TAU = str(BIN / "tau")

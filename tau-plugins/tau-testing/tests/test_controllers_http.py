@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tau_testing.sim.client import api_client, run
 from tau_testing.sim.controllers import add_node, kit
 from tau_testing.sim.controllers.kueue import API
@@ -100,6 +102,7 @@ def test_deployment_scale_subresource_over_http(sim_cluster_factory) -> None:
     run(go())
 
 
+@pytest.mark.realclock
 def test_real_time_mode_runs_a_job_to_completion(sim_cluster_factory) -> None:
     cluster = sim_cluster_factory(clock="real", time_scale=50)
     _prepare(cluster)

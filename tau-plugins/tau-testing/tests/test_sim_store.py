@@ -109,6 +109,7 @@ def test_advance_stops_at_controller_wakeups():
     assert len(timer.fired_at) == 1
 
 
+@pytest.mark.realclock
 def test_real_clock_cluster_reconciles_in_the_background():
     class Counter:
         enabled = True
@@ -149,6 +150,7 @@ def test_missing_crd_directory_is_a_clear_error(tmp_path):
         SimCluster(crds_dir=tmp_path / "absent")
 
 
+@pytest.mark.realclock
 def test_tau_sim_serve_writes_a_kubeconfig_and_serves_the_scenario(tmp_path):
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: trial}\n")
