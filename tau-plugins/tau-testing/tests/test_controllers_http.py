@@ -122,10 +122,18 @@ def test_real_time_mode_runs_a_job_to_completion(sim_cluster_factory) -> None:
                         done = True
                         break
             assert done
-            wls = await client.CustomObjectsApi(api).list_namespaced_custom_object(
-                "kueue.x-k8s.io", "v1beta2", "team", "workloads")
-            assert any(c["type"] == "Finished" and c["status"] == "True"
-                       for c in wls["items"][0]["status"]["conditions"])
+
+            async def finished() -> bool:
+                wls = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+                    "kueue.x-k8s.io", "v1beta2", "team", "workloads")
+                return any(c["type"] == "Finished" and c["status"] == "True"
+                           for c in wls["items"][0]["status"].get("conditions") or [])
+
+            # Kueue marks the Workload Finished after it sees the Job complete (a later reconcile pass),
+            # so wait for that condition rather than read once right after the Job's event
+            async with asyncio.timeout(30):
+                while not await finished():
+                    await asyncio.sleep(0.05)
 
     run(go())
     assert cluster.store.get(API, "ClusterQueue", None, "cq")["status"]["admittedWorkloads"] == 0
