@@ -1534,8 +1534,11 @@ def _drain(loop: asyncio.AbstractEventLoop, agen: AsyncGenerator[Any, None]) -> 
     """Stop everything still running on ``loop`` (after an early stop, an error or Ctrl-C), then close it.
 
     Pending tasks (the interrupted ``__anext__``, watch informers) are cancelled and awaited so that
-    every ``finally`` runs and every HTTP connection is released before the loop goes away.
+    every ``finally`` runs and every HTTP connection is released before the loop goes away.  A Ctrl-C
+    that lands inside a task's step leaves that task finished with the ``KeyboardInterrupt`` (already
+    handled by the caller); it is not reported again as "Task exception was never retrieved".
     """
+    loop.set_exception_handler(_quiet_interrupts)
     try:
         pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
         for task in pending:
@@ -1551,6 +1554,11 @@ def _drain(loop: asyncio.AbstractEventLoop, agen: AsyncGenerator[Any, None]) -> 
         pass
     finally:
         loop.close()
+
+
+def _quiet_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if not isinstance(context.get("exception"), KeyboardInterrupt):
+        loop.default_exception_handler(context)
 
 
 # -- helper pod for run get -------------------------------------------------------------------
