@@ -5,6 +5,7 @@
 Each round runs every test marked ``realclock`` (``--slow`` adds those also marked ``slow``) once, through
 pytest-repeat and pytest-xdist, while ``--load`` busy-loop processes (default: one per core) keep the
 machine's cores saturated, so a test that relies on scheduling luck shows it here rather than in CI.
+A repetition that hangs fails after ``--timeout`` seconds (pytest-timeout) instead of stalling the run.
 The load generator is started and stopped by this script, also when the run fails or is interrupted.
 Exit status 1 when any repetition failed.
 """
@@ -31,6 +32,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--rounds", type=int, default=20, help="repetitions of each test (default 20)")
     parser.add_argument("--slow", action="store_true", help="include realclock tests also marked slow")
     parser.add_argument("--workers", default="2", help="pytest-xdist workers (default 2)")
+    parser.add_argument("--timeout", type=int, default=300,
+                        help="seconds before one repetition counts as hung and fails (pytest-timeout; default 300)")
     parser.add_argument("--load", type=int, default=os.cpu_count() or 2,
                         help="busy-loop processes kept running meanwhile (default: one per core)")
     args, rest = parser.parse_known_args(argv)
@@ -77,6 +80,7 @@ def main(argv: list[str]) -> int:
             junit = Path(tmp) / "junit.xml"
             command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", marker, "-q",
                        "--count", str(args.rounds), "-n", args.workers, "--dist", "loadgroup",
+                       "--timeout", str(args.timeout), "--timeout-method", "signal",
                        f"--junitxml={junit}", "-o", "junit_family=xunit1", *extra]
             print(f"flaky: {args.rounds} round(s) of `{marker}` tests with {len(load)} busy core(s): "
                   + " ".join(command[1:]), flush=True)
