@@ -115,7 +115,8 @@ def _os_error(exc: OSError) -> TauError:
 
     reason = exc.strerror or type(exc).__name__
     where = f": {clip(exc.filename, 160)}" if exc.filename else ""
-    hints = {errno.EROFS: "the file system is read-only; point TAU_DATA_DIR (or --output/--store) at a writable directory",
+    hints = {errno.EROFS: ("the file system is read-only; point TAU_DATA_DIR (or --output/--store) "
+                          "at a writable directory"),
              errno.EACCES: "check the permissions, or point TAU_DATA_DIR (or --output/--store) elsewhere",
              errno.ENOSPC: "the disk is full; free some space and run the command again",
              errno.ENAMETOOLONG: "use a shorter name or path"}

@@ -206,7 +206,7 @@ def _long_number_line(text: str) -> int:
     """The line of the first run of more than ``MAX_INT_DIGITS`` digits (0 when there is none)."""
     import re
 
-    m = re.search(r"[0-9_]{%d,}" % (MAX_INT_DIGITS + 1), text)
+    m = re.search(r"[0-9_]{" + str(MAX_INT_DIGITS + 1) + ",}", text)
     return text.count("\n", 0, m.start()) + 1 if m else 0
 
 
