@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from taugrid_portal.store.jsonl import JsonlError, WIDE_COLUMNS, flatten_row, parse_block_fast, read_history
+from taugrid_portal.store.jsonl import WIDE_COLUMNS, JsonlError, flatten_row, parse_block_fast, read_history
 from taugrid_portal.store.writes import import_jsonl
 
 

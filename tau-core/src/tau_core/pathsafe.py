@@ -79,7 +79,7 @@ def ensure_within(root: str | os.PathLike[str], path: str | os.PathLike[str], *,
                   error: type[TauError] = UsageError, hint: str | None = None) -> Path:
     """The real path of ``path``; refuses it when it resolves outside ``root``."""
     if not is_within(root, path):
-        raise error(f"{what} {shown(path)} resolves outside {shown(root)} (through a symlink)",
+        raise error(f"{what} {shown(path)} resolves outside {shown(root)} (after '..' and symbolic links)",
                     hint=hint or "tau never follows a symbolic link out of its root; replace the link with a file")
     return real(path)
 
@@ -95,7 +95,7 @@ def write_inside(root: str | os.PathLike[str], rel: str, data: str | bytes, *, w
                  mode: int | None = None) -> Path:
     """Write ``data`` to ``root/rel``, creating directories, never through a symlink that leaves ``root``."""
     target = Path(root).joinpath(*check_relative(rel, what=what).parts)
-    ensure_within(root, target.parent if target.parent.exists() else _existing_ancestor(target), what=what)
+    ensure_within(root, existing_ancestor(target.parent), what=what)
     target.parent.mkdir(parents=True, exist_ok=True)
     ensure_within(root, target.parent, what=what)
     if target.is_symlink():
@@ -110,8 +110,9 @@ def write_inside(root: str | os.PathLike[str], rel: str, data: str | bytes, *, w
     return target
 
 
-def _existing_ancestor(path: Path) -> Path:
+def existing_ancestor(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists (what a write there would go through)."""
     p = path
-    while not p.exists() and p != p.parent:
+    while not (p.exists() or p.is_symlink()) and p != p.parent:
         p = p.parent
     return p

@@ -203,10 +203,10 @@ def parse_block_fast(
     data: bytes, *, step_field: str, time_field: str, prefix: str, newlines: int | None = None
 ) -> Any | None:
     """Parse with Arrow's JSON reader; ``None`` when the block needs the authoritative slow path."""
+    import re
+
     import polars as pl
     import pyarrow.json as pj
-
-    import re
 
     if b"[" in data or re.search(rb"\{[^\n{]*\{", data):
         return None  # nested values: the slow path flattens them before any parser sees them

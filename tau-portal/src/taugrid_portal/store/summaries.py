@@ -113,7 +113,6 @@ def summarize_wide(wide: Any, *, ordinal_offset: int = 0) -> dict[str, dict[str,
     Equal to :func:`summarize_frame` over the unpivoted rows, but one pass over the columns
     instead of a group-by over the long form.  Values are finite (the fast path checks).
     """
-    import polars as pl
 
     metrics = [c for c in wide.columns if c not in ("step", "wall_time_us")]
     if not metrics or wide.height == 0:
