@@ -727,10 +727,16 @@ class ExperimentStore:
 
     def resolve_target(self, name: str) -> Target:
         """A name as a run group, then a run, then an experiment (the ``status`` order)."""
-        groups = self.query("SELECT run_group_id, project FROM run_groups WHERE run_group_id = ?", [name])
+        groups = self.query("SELECT run_group_id, project FROM run_groups WHERE run_group_id = ? ORDER BY project",
+                            [name])
+        if len(groups) > 1 and not self.query("SELECT run_id FROM runs WHERE run_id = ?", [name]):
+            raise UsageError(f"run group {name!r} exists in several projects: "
+                             + ", ".join(g["project"] for g in groups),
+                             hint="name a run or an experiment instead (run groups are scoped by project)")
         if groups:
             ids = [r["run_id"] for r in self.query(
-                "SELECT run_id FROM runs WHERE run_group_id = ? ORDER BY created_at DESC, run_id", [name])]
+                "SELECT run_id FROM runs WHERE run_group_id = ? AND project = ? ORDER BY created_at DESC, run_id",
+                [name, groups[0]["project"]])]
             if ids:
                 return Target(name, "run_group", name, ids, groups[0]["project"])
         run = self.query("SELECT run_id, project FROM runs WHERE run_id = ?", [name])

@@ -78,7 +78,7 @@ def _run_where(
             "(lower(r.run_id) LIKE ? OR lower(r.project) LIKE ? OR lower(r.run_group_id) LIKE ? "
             "OR lower(COALESCE(r.owner, '')) LIKE ? OR lower(COALESCE(r.result_uri, '')) LIKE ? "
             "OR lower(r.experiment_id) LIKE ? "
-            "OR EXISTS (SELECT 1 FROM run_groups g WHERE g.run_group_id = r.run_group_id AND lower(g.name) LIKE ?) "
+            "OR EXISTS (SELECT 1 FROM run_groups g WHERE g.run_group_id = r.run_group_id AND g.project = r.project AND lower(g.name) LIKE ?) "
             "OR EXISTS (SELECT 1 FROM tags t WHERE t.scope_type = 'run' AND t.scope_id = r.run_id "
             "AND (lower(t.key) LIKE ? OR lower(t.value) LIKE ?)) "
             "OR EXISTS (SELECT 1 FROM metric_summaries s WHERE s.run_id = r.run_id AND lower(s.metric_name) LIKE ?))"
