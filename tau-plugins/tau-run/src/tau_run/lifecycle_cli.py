@@ -65,10 +65,13 @@ def _backend(target: Any) -> Any:
 
 def _dispatch(name: str, namespace: str | None, workspace: str | None, context: str | None,
               system_namespace: str | None, project: str | None) -> tuple[Any, Any]:
-    """(backend, ref): a run in the local registry goes to the local backend, anything else to the cluster."""
-    from tau_core.local.dispatch import local_run
+    """(backend, ref): a local run goes to the local backend, anything else to the cluster
+    (the rules are :func:`tau_core.local.dispatch.choose_local`'s)."""
+    from tau_core.local.dispatch import choose_local, cluster_twin_probe
 
-    found = local_run(name)
+    found = choose_local(name, cluster_named=bool(namespace or workspace or context),
+                         cluster_twin=cluster_twin_probe(
+                             name, lambda: _target(None, None, None, system_namespace, project)))
     if found is not None:
         return found
     target = _target(namespace, workspace, context, system_namespace, project)
@@ -563,4 +566,5 @@ def resume(name: str, config: str, namespace: str | None, workspace: str | None,
         emit(json.loads(result.message), "yaml")
         return
     click.echo(result.message)
-    click.echo(f"Next: tau run status {name} --watch")
+    ns = result.ref.namespace or target.namespace
+    click.echo(f"Next: tau run status {name}" + (f" -n {ns}" if ns else "") + " --watch")
