@@ -45,17 +45,21 @@ def test_flatten_row_keeps_strings_and_top_level_scalars() -> None:
     assert flatten_row(b'{"a": 1}') == b'{"a": 1}'
 
 
-def test_deep_nesting_does_not_crash_the_importer_process(tmp_path: Path) -> None:
-    """Depth 1,000 made polars segfault (exit 139): the CLI now imports the row's scalars."""
+@pytest.mark.parametrize(("body", "code"), [
+    ('{"_step": 1, "loss": 1.0, "x": ' + "[" * 1000 + "]" * 1000 + "}\n", 0),  # polars segfaulted (exit 139)
+    ("null\n", 1),  # pyarrow's JSON reader segfaults on a first row of null (found by fuzzing)
+    ('null"_step": 0, "loss": 1}\n', 1),
+])
+def test_hostile_rows_do_not_crash_the_importer_process(tmp_path: Path, body: str, code: int) -> None:
     path = tmp_path / "deep.jsonl"
-    path.write_text('{"_step": 1, "loss": 1.0, "x": ' + "[" * 1000 + "]" * 1000 + "}\n")
+    path.write_text(body)
     env = {**os.environ, "NO_COLOR": "1"}
     cmd = [sys.executable, "-c", "from taugrid_portal.cli import main; main()"]
     store = str(tmp_path / "store")
     subprocess.run([*cmd, "experiment", "init", "p", "--store", store], check=True, capture_output=True, env=env)
     r = subprocess.run([*cmd, "experiment", "import", "jsonl", "--run", "r1", "--history", str(path),
                         "--store", store, "-o", "json"], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == code, r.stderr
     assert "Traceback" not in r.stderr
 
 

@@ -273,9 +273,14 @@ class ExperimentStore:
                               hint="the store is damaged; restore it from a copy")
         try:
             conn = cls._connect(root)
+            found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.Error as exc:
             raise TauError(f"cannot open the index of experiment store {root}: {exc}",
                            hint="check that the directory is readable and writable (SQLite WAL needs both)") from None
+        if manifest.get("schema_version") == schema.SCHEMA_VERSION and not {"runs", "metric_files"} <= found:
+            conn.close()
+            raise ConfigError(f"experiment store {root}: {INDEX} is empty or damaged (its tables are missing)",
+                              hint="the store is damaged; restore it from a copy")
         store = cls(root, manifest, conn)
         if manifest.get("schema_version") != schema.SCHEMA_VERSION:
             store._migrate()

@@ -210,6 +210,8 @@ def parse_block_fast(
 
     if b"[" in data or re.search(rb"\{[^\n{]*\{", data):
         return None  # nested values: the slow path flattens them before any parser sees them
+    if re.search(rb"(?m)^[ \t\r]*[^{\s]", data):
+        return None  # a row that is not an object: pyarrow 26 segfaults on a first row of `null`
     first = data[:data.find(b"\n")] if b"\n" in data else data
     if first.count(b'":') > WIDE_COLUMNS:
         return None  # a wide history: the long (slow) path scales with points, the columnar one with metrics
