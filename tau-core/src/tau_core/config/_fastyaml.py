@@ -425,6 +425,8 @@ def _inline(text: str, state: list[int], depth: int, max_nodes: int, max_depth: 
         _encodable(value)
         return value
     if first == "[":
+        if state[1] + text.count(",") > max_nodes:  # items >= commas: refuse before splitting 480,000 of them
+            raise TooManyValues
         items = _flow_sequence(text)
         for _ in items:
             _count(state, depth + 1, max_nodes, max_depth)
