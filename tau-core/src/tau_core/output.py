@@ -111,9 +111,9 @@ def terminal_guard() -> Iterator[None]:
     """
     saved = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, TerminalGuard) and sys.stdout is not None:
-        sys.stdout = TerminalGuard(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = TerminalGuard(sys.stdout)
     if not isinstance(sys.stderr, TerminalGuard) and sys.stderr is not None:
-        sys.stderr = TerminalGuard(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = TerminalGuard(sys.stderr)
     try:
         yield
     finally:
