@@ -132,7 +132,10 @@ def _run(command: click.Command, args: Sequence[str] | None, prog_name: str) -> 
             return result
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
-    except click.Abort:
+    except click.Abort as exc:
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):  # click's wrapping of Ctrl-C
+            error("interrupted")
+            return 130
         error("aborted")
         return 1
     except click.UsageError as exc:
