@@ -365,6 +365,10 @@ def test_lost_supervisor_is_classified_evicted(backend: LocalBackend, submit: Su
         time.sleep(0.05)
     st = backend.status(ref)
     assert st.failure is FailureReason.EVICTED and "supervisor" in st.message, st
+    # the evidence says the attempt ran and was interrupted (not "no attempt ran")
+    running = next(p for p in st.phases if p.name == "Running")
+    assert running.state == "warning" and "ran 1 attempt(s)" in running.detail, running
+    assert "interrupted (Evicted)" in running.detail and f"pid {child}" in running.detail, running
     backend.cancel(ref)  # stops the orphaned process group
     deadline = time.monotonic() + 10
     while _alive(child) and time.monotonic() < deadline:

@@ -168,7 +168,7 @@ def test_errors_are_one_line_with_hints(portal, tmp_path):
 
 def test_version_and_hidden_alias(portal):
     assert portal("version").stdout.strip() == "taugrid-portal version 0.5.0"
-    assert portal("version", "-o", "json").json()["store_schema"] == "expstore.v6"
+    assert portal("version", "-o", "json").json()["store_schema"] == "expstore.v7"
     root_help = portal("--help").stdout
     assert "experiment" in root_help and "exp " not in root_help
     assert portal("exp", "--help").exit_code == 0

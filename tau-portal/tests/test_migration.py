@@ -50,9 +50,9 @@ def test_v0_store_with_hypotheses_and_questions_migrates_to_v6(tmp_path):
     legacy_log.write_text('{"run_id": "r1"}\n{"run_id": "r2"}\n')
 
     store = ExperimentStore.open(root)
-    assert any("expstore.v0 -> expstore.v1" in w and "expstore.v5 -> expstore.v6" in w for w in store.warnings)
+    assert any("expstore.v0 -> expstore.v1" in w and "expstore.v6 -> expstore.v7" in w for w in store.warnings)
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["schema_version"] == "expstore.v6" and manifest["project"] == "legacy"
+    assert manifest["schema_version"] == "expstore.v7" and manifest["project"] == "legacy"
     tables = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"hypotheses", "questions", "run_experiments", "stellar_workspaces"}.isdisjoint(tables)
     assert {"stellar_dashboards", "metric_summaries", "artifacts"} <= tables
@@ -82,7 +82,7 @@ def test_v3_store_gets_dashboards_table(tmp_path):
     tables = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "stellar_dashboards" in tables and "stellar_workspaces" not in tables
     assert store.warnings == ["migrated experiment store schema: expstore.v3 -> expstore.v4, expstore.v4 -> "
-                              "expstore.v5, expstore.v5 -> expstore.v6"]
+                              "expstore.v5, expstore.v5 -> expstore.v6, expstore.v6 -> expstore.v7"]
 
 
 def test_newer_store_is_refused_with_upgrade_hint(tmp_path):
@@ -163,8 +163,8 @@ def test_v5_store_with_metric_files_migrates_to_v6_and_charts_read_the_raw_histo
     (root / "manifest.json").write_text(json.dumps({**manifest, "schema_version": "expstore.v5"}))
 
     store = ExperimentStore.open(root)
-    assert store.warnings == ["migrated experiment store schema: expstore.v5 -> expstore.v6"]
-    assert json.loads((root / "manifest.json").read_text())["schema_version"] == "expstore.v6"
+    assert store.warnings == ["migrated experiment store schema: expstore.v5 -> expstore.v6, expstore.v6 -> expstore.v7"]
+    assert json.loads((root / "manifest.json").read_text())["schema_version"] == "expstore.v7"
     assert store.query("SELECT COUNT(*) AS n FROM metric_display") == [{"n": 0}]
     after = build_snapshot(store, "e", max_points=40)
     assert after["charts"] == before["charts"]

@@ -19,7 +19,7 @@ def test_layout_manifest_wal_and_parquet_schema(store, store_dir, write_history,
     hist = write_history(tmp_path / "h.jsonl", steps=50)
     result = import_jsonl(store, run="r1", history=[str(hist)], experiment="exp1")
     manifest = json.loads((store_dir / "manifest.json").read_text())
-    assert manifest["schema_version"] == SCHEMA_VERSION == "expstore.v6"
+    assert manifest["schema_version"] == SCHEMA_VERSION == "expstore.v7"
     assert manifest["kind"] == "tau.exp.store"
     conn = sqlite3.connect(store_dir / "index.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

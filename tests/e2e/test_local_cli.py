@@ -332,3 +332,21 @@ def test_env_secret_and_rayjob_fail_with_clear_errors(local: Local) -> None:
     (ray / "tau" / "job.yaml").write_text(json.dumps(cfg))
     proc = local.tau("run", "job", "--local", cwd=ray, check=False)
     assert proc.returncode == 1 and "pip install 'tau[ray]'" in proc.stderr, proc.stderr
+
+
+def test_three_projects_on_one_machine_all_keep_their_evidence(local: Local) -> None:
+    """Issue 19, D13: every project has a run group `default`; the store keys groups by project."""
+    first = local.submit(QUICKSTART, "train")
+    assert local.wait(first)["phases"][-1] == ("Evidence", "done")
+    for name in ("r2", "r3"):
+        local.tau("workspace", "init-repo", name, "--local")
+        repo = local.root / name
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        run = local.submit(repo, "smoke", local_flag=False)
+        doc = local.wait(run)
+        assert doc["succeeded"] and doc["phases"][-1] == ("Evidence", "done"), doc
+        assert Path(doc["extra"]["stellar"]).is_file(), doc
+    search = subprocess.run([PORTAL, "experiment", "list", "--kind", "groups", "--store", str(local.home / "expstore"),
+                             "-o", "json"], capture_output=True, text=True, env=local.env, check=True)
+    groups = {(g["project"], g["run_group_id"]) for g in json.loads(search.stdout)}
+    assert {("quickstart", "default"), ("r2", "default"), ("r3", "default")} <= groups, groups

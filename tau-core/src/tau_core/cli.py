@@ -8,6 +8,7 @@ at the edge, and nowhere else.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -17,11 +18,13 @@ import click
 
 from tau_core import __version__
 from tau_core.errors import PluginError, TauError, UsageError
-from tau_core.output import error
+from tau_core.output import error, terminal_guard
 from tau_core.plugins import ENV_BLOCK, Host, get_host
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-BUG_REPORT = "https://github.com/taugrid/taugrid-python/issues"
+#: Where an unexpected error points: no tracker URL is invented (see SECURITY.md, "Reporting").
+BUG_HINT = ("this is a bug in tau; please report it to the maintainers with the command and the traceback "
+            "TAU_DEBUG=1 prints (SECURITY.md, 'Reporting')")
 
 
 class RootGroup(click.Group):
@@ -98,7 +101,29 @@ cli = build_cli()
 
 
 def run(command: click.Command, args: Sequence[str] | None = None, prog_name: str = "tau") -> int:
-    """Invoke ``command`` and turn every outcome into an exit code (the CLI edge)."""
+    """Invoke ``command`` and turn every outcome into an exit code (the CLI edge).
+
+    Everything the command writes to stdout/stderr passes the terminal guard (no raw control bytes).
+    """
+    with terminal_guard():
+        return _run(command, args, prog_name)
+
+
+def _os_error(exc: OSError) -> TauError:
+    """An operating-system failure as a typed error naming the file (the command's own wording is better)."""
+    from tau_core.output import clip
+
+    reason = exc.strerror or type(exc).__name__
+    where = f": {clip(exc.filename, 160)}" if exc.filename else ""
+    hints = {errno.EROFS: ("the file system is read-only; point TAU_DATA_DIR (or --output/--store) "
+                          "at a writable directory"),
+             errno.EACCES: "check the permissions, or point TAU_DATA_DIR (or --output/--store) elsewhere",
+             errno.ENOSPC: "the disk is full; free some space and run the command again",
+             errno.ENAMETOOLONG: "use a shorter name or path"}
+    return TauError(f"{reason}{where}", hint=hints.get(exc.errno or 0, "check the path and its permissions"))
+
+
+def _run(command: click.Command, args: Sequence[str] | None, prog_name: str) -> int:
     try:
         # In non-standalone mode click *returns* the code of ctx.exit()/click.exceptions.Exit.
         result = command.main(args=list(args) if args is not None else None, prog_name=prog_name,
@@ -107,7 +132,10 @@ def run(command: click.Command, args: Sequence[str] | None = None, prog_name: st
             return result
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
-    except click.Abort:
+    except click.Abort as exc:
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):  # click's wrapping of Ctrl-C
+            error("interrupted")
+            return 130
         error("aborted")
         return 1
     except click.UsageError as exc:
@@ -128,6 +156,10 @@ def run(command: click.Command, args: Sequence[str] | None = None, prog_name: st
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        typed = _os_error(exc)
+        error(typed.message, typed.hint)
+        return typed.exit_code
     except Exception as exc:
         if os.environ.get("TAU_DEBUG", "") not in ("", "0"):
             import traceback
@@ -135,7 +167,7 @@ def run(command: click.Command, args: Sequence[str] | None = None, prog_name: st
             traceback.print_exc()
         error(
             f"internal error: {type(exc).__name__}: {exc}",
-            f"this is a bug in tau; please report it at {BUG_REPORT} (set TAU_DEBUG=1 to see the traceback)",
+            BUG_HINT,
         )
         return 1
     return 0

@@ -3,6 +3,9 @@
 * Tables for humans, ``-o json`` / ``-o yaml`` for machines (:func:`emit`).
 * Progress, warnings and errors on stderr, so stdout stays parseable.
 * Colour only on a TTY and never when ``NO_COLOR`` is set.
+* Every string reaching a terminal passes :func:`sanitize` (installed at the CLI edge by
+  :func:`terminal_guard`): control characters from input or from the cluster are shown in caret
+  notation, never written raw, and echoed input is clipped (:func:`clip`).
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO, TypeVar
 
 import click
@@ -33,6 +38,95 @@ def output_option(*formats: str, default: str | None = None) -> Callable[[F], F]
         show_default=True,
         help="Output format: " + ", ".join(choices) + ".",
     )
+
+
+#: C0 controls except tab and newline, DEL, and the C1 range (0x9b is a one-byte CSI).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Colour (SGR) sequences: the only escape sequences passed through, and only to a colour TTY.
+_SGR = re.compile(r"\x1b\[[0-9;]{0,32}m")
+CLIP_DEFAULT = 200
+
+
+def _caret(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    if code < 0x20:
+        return "^" + chr(code + 0x40)
+    return "^?" if code == 0x7F else f"\\x{code:02x}"
+
+
+def sanitize(text: str, *, keep_color: bool = False) -> str:
+    """``text`` without raw control bytes: ESC, BEL, CR, C1... become visible caret notation.
+
+    ``keep_color`` passes plain SGR colour sequences (``ESC [ 1;31 m``) through unchanged; they
+    can change colours only, never the title, the screen, the clipboard or the cursor.
+    """
+    text = text.replace("\r\n", "\n")
+    if not keep_color or "\x1b" not in text:
+        return _CONTROL.sub(_caret, text)
+    out, pos = [], 0
+    for m in _SGR.finditer(text):
+        out.append(_CONTROL.sub(_caret, text[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_CONTROL.sub(_caret, text[pos:]))
+    return "".join(out)
+
+
+def clip(text: Any, limit: int = CLIP_DEFAULT) -> str:
+    """Echoed input shortened to ``limit`` characters (with the full length noted)."""
+    s = str(text)
+    return s if len(s) <= limit else f"{s[:limit]}... ({len(s)} characters)"
+
+
+class TerminalGuard:
+    """A text stream wrapper that sanitises everything written through it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._keep_color = use_color(stream)
+
+    @property
+    def unguarded(self) -> TextIO:
+        return self._stream
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError("TerminalGuard writes text only")
+        self._stream.write(sanitize(text, keep_color=self._keep_color))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def terminal_guard() -> Iterator[None]:
+    """Route ``sys.stdout``/``sys.stderr`` through :class:`TerminalGuard` for one command.
+
+    Binary output (``sys.stdout.buffer``, e.g. ``tau run get -o raw``) is not touched.
+    """
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, TerminalGuard) and sys.stdout is not None:
+        sys.stdout = TerminalGuard(sys.stdout)
+    if not isinstance(sys.stderr, TerminalGuard) and sys.stderr is not None:
+        sys.stderr = TerminalGuard(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def clear_screen() -> None:
+    """Clear a TTY (``--watch``): the one escape sequence tau writes on purpose."""
+    stream = sys.stdout
+    raw = stream.unguarded if isinstance(stream, TerminalGuard) else stream
+    if is_tty(raw):
+        raw.write("\x1b[H\x1b[2J")
+        raw.flush()
 
 
 def is_tty(stream: TextIO | None = None) -> bool:
@@ -120,9 +214,10 @@ def warning(message: str) -> None:
 
 
 def error(message: str, hint: str | None = None) -> None:
+    message = sanitize(clip(message, 2000))
     click.echo(style("error:", sys.stderr, fg="red", bold=True) + " " + message, err=True)
     if hint:
-        click.echo(style("hint:", sys.stderr, fg="cyan") + " " + hint, err=True)
+        click.echo(style("hint:", sys.stderr, fg="cyan") + " " + sanitize(clip(hint, 2000)), err=True)
 
 
 def lines(items: Iterable[str]) -> str:

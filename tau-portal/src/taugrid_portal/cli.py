@@ -494,6 +494,25 @@ def status_cmd(name: str, output: str, as_json: bool, store: str | None) -> None
     click.echo(f"lifecycle:  {life}")
 
 
+@experiment.command("fsck")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@store_option
+def fsck_cmd(output: str, store: str | None) -> None:
+    """Recover a store after a crash: remove staged and placed files the index does not reference.
+
+    Runs under the writer lock (every write also recovers what a killed writer left).
+    """
+    s = open_store(store)
+    with s:
+        removed = s.fsck()
+    if output == "json":
+        click.echo(to_json({"removed": removed}))
+        return
+    for rel in removed:
+        click.echo(f"removed {rel}")
+    click.echo(f"{len(removed)} orphan file(s) removed; index and files agree")
+
+
 # -- compare --------------------------------------------------------------------------------
 COMPARE_COLS = ["metric_name", "direction", "run_group_id", "run_count", "latest_step", "min", "p25", "median",
                 "p75", "max", "best_value", "best_run_id", "winner"]

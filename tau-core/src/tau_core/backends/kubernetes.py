@@ -93,11 +93,15 @@ def new_submission_id() -> str:
 
 def safe_relative(path: str) -> str:
     """Validate an artifact path: relative, inside the result directory, no tricks.  Returns it normalized."""
-    shown = path.encode("unicode_escape").decode("ascii")
+    from tau_core.pathsafe import check_lengths
+    from tau_core.pathsafe import shown as _shown
+
+    shown = _shown(path)
     if "\x00" in path or any(ord(c) < 32 for c in path):
         raise UsageError(f"--artifact \"{shown}\" contains control characters", hint="pass a plain relative file path")
     if not path.strip():
         raise UsageError("--artifact must not be empty", hint="pass a path relative to the run's result directory")
+    check_lengths(path, what="--artifact")
     if path.startswith("/") or path.startswith("~") or re.match(r"^[A-Za-z]:", path) or "\\" in path:
         raise UsageError(f"--artifact \"{shown}\" must be a relative path inside the result directory",
                          hint="drop the leading / (paths are relative to the run's result directory)")

@@ -95,6 +95,8 @@ def check_name(name: str) -> str:
     import re
 
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name or "") or len(name) > 253:
-        raise ConfigError(f"\"{name}\" is not a valid run name (lower-case letters, digits, '-' and '.')",
+        from tau_core.output import clip
+
+        raise ConfigError(f"\"{clip(name, 100)}\" is not a valid run name (lower-case letters, digits, '-' and '.')",
                           hint="use the name printed by `tau run` or shown by `tau run list`")
     return name

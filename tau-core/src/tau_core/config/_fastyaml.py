@@ -99,7 +99,61 @@ class _Fallback(Exception):
     """The document needs the round-trip loader."""
 
 
+class TooManyValues(Exception):
+    """The document holds more than ``max_nodes`` values.
+
+    Final, not a fallback: the round-trip loader would count at least as many (it also expands
+    aliases), so handing it a 960 KB list would only spend a minute and half a gigabyte first.
+    """
+
+
 _LOADER: Any = None
+
+
+def check_value_count(text: str, max_nodes: int) -> None:
+    """Raise :class:`TooManyValues` when ``text`` holds more than ``max_nodes`` values, by a cheap scan.
+
+    For documents the fast path declined (tabs, tags...), before the slow round-trip loader runs.
+    libyaml's event stream (C) is counted: every node event that is not a mapping key is a value,
+    an alias counts once (its expansion counts more), and the scan stops at the first syntax error
+    (the round-trip loader then reports it).  A value takes at least two bytes (``1,``), so a text
+    shorter than ``2 * max_nodes`` cannot hold too many values without aliases and is not scanned.
+    """
+    if len(text) <= 2 * max_nodes:
+        return
+    try:
+        from yaml._yaml import CParser
+    except ImportError:  # pragma: no cover - PyYAML without libyaml
+        return
+    parser = CParser(text)
+    stack: list[list[int]] = []  # [is_mapping, nodes seen] per open collection
+    values = 0
+    try:
+        while True:
+            event = parser.peek_event() and parser.get_event()
+            if event is None:
+                break
+            name = type(event).__name__
+            if name in ("SequenceEndEvent", "MappingEndEvent"):
+                stack.pop()
+                continue
+            if name not in ("ScalarEvent", "AliasEvent", "SequenceStartEvent", "MappingStartEvent"):
+                continue
+            is_key = bool(stack) and stack[-1][0] == 1 and stack[-1][1] % 2 == 0
+            if stack:
+                stack[-1][1] += 1
+            if not is_key:
+                values += 1
+                if values > max_nodes:
+                    raise TooManyValues
+            if name == "SequenceStartEvent" or name == "MappingStartEvent":
+                stack.append([1 if name == "MappingStartEvent" else 0, 0])
+    except TooManyValues:
+        raise
+    except Exception:
+        return
+    finally:
+        parser.dispose()
 
 
 def _loader_class() -> Any:
@@ -164,7 +218,9 @@ def libyaml_load(text: str, *, max_nodes: int, max_depth: int) -> tuple[bool, An
 
 def _convert(node: Any, count: list[int], seen: set[int], depth: int, max_nodes: int, max_depth: int) -> Any:
     count[0] += 1
-    if count[0] > max_nodes or depth > max_depth:
+    if count[0] > max_nodes:
+        raise TooManyValues
+    if depth > max_depth:
         raise _Fallback
     tag = node.tag
     if tag == _PLAIN:
@@ -298,7 +354,9 @@ def _tokens(text: str) -> list[tuple[int, int, Any, Any]]:
 
 def _count(state: list[int], depth: int, max_nodes: int, max_depth: int) -> None:
     state[1] += 1
-    if state[1] > max_nodes or depth > max_depth:
+    if state[1] > max_nodes:
+        raise TooManyValues
+    if depth > max_depth:
         raise _Fallback
 
 
@@ -367,6 +425,8 @@ def _inline(text: str, state: list[int], depth: int, max_nodes: int, max_depth: 
         _encodable(value)
         return value
     if first == "[":
+        if state[1] + text.count(",") > max_nodes:  # items >= commas: refuse before splitting 480,000 of them
+            raise TooManyValues
         items = _flow_sequence(text)
         for _ in items:
             _count(state, depth + 1, max_nodes, max_depth)

@@ -20,6 +20,8 @@ from tau_core.config.issues import ConfigIssue, ConfigValidationError, PathKey
 MAX_FILE_BYTES = 1024 * 1024
 MAX_NODES = 200_000
 MAX_DEPTH = 64
+#: Integers in a config are Kubernetes int64 values at most; longer ones are refused, not converted.
+MAX_INT_DIGITS = 19
 
 
 def display_path(path: Path, cwd: Path | None = None) -> str:
@@ -154,9 +156,15 @@ def parse_yaml(text: str, display: str, *, path: Path | None = None) -> Document
     Plain documents take the libyaml fast path (:mod:`tau_core.config._fastyaml`); anything
     else, and every error, goes through the round-trip loader, which names line and column.
     """
-    from tau_core.config._fastyaml import fast_load
+    from tau_core.config._fastyaml import TooManyValues, check_value_count, fast_load
 
-    ok, data = fast_load(text, max_nodes=MAX_NODES, max_depth=MAX_DEPTH)
+    try:
+        ok, data = fast_load(text, max_nodes=MAX_NODES, max_depth=MAX_DEPTH)
+        if not ok:
+            check_value_count(text, MAX_NODES)
+    except TooManyValues:
+        raise _fail(display, f"the document holds more than {MAX_NODES} values",
+                    "keep long lists out of the config (read them from a file the run opens)") from None
     if ok:
         return Document(display=display, data=data, path=path, text=text, lazy=True)
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -185,9 +193,21 @@ def parse_yaml(text: str, display: str, *, path: Path | None = None) -> Document
         raise _fail(display, f"invalid YAML: {' '.join(str(exc).split())[:200]}") from None
     except RecursionError:
         raise _fail(display, f"YAML nesting is deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # int() of a number past the interpreter's digit limit, and the like
+        line = _long_number_line(text)
+        raise _fail(display, "a number in the file is too long" if line else f"invalid value: {exc}",
+                    f"numbers are limited to {MAX_INT_DIGITS} digits", line, 1 if line else 0) from None
     doc = Document(display=display, data=None, raw=raw, path=path, text=text)
     doc.data = _plain(raw, doc, (), [0], set(), 0)
     return doc
+
+
+def _long_number_line(text: str) -> int:
+    """The line of the first run of more than ``MAX_INT_DIGITS`` digits (0 when there is none)."""
+    import re
+
+    m = re.search(r"[0-9_]{" + str(MAX_INT_DIGITS + 1) + ",}", text)
+    return text.count("\n", 0, m.start()) + 1 if m else 0
 
 
 def _dup_key(exc: Any) -> str:
@@ -234,6 +254,10 @@ def _plain(node: Any, doc: Document, path: tuple[PathKey, ...], count: list[int]
     if isinstance(node, bool) or node is None:
         return node
     if isinstance(node, int):
+        if len(str(abs(int(node)))) > MAX_INT_DIGITS:
+            line, col = doc.position(path)
+            raise _fail(doc.display, f"the number at {dotted_path(path)} has more than {MAX_INT_DIGITS} digits",
+                        "use a value that fits in 64 bits", line, col)
         return int(node)
     if isinstance(node, float):
         return float(node)
@@ -246,6 +270,12 @@ def _plain(node: Any, doc: Document, path: tuple[PathKey, ...], count: list[int]
         line, col = doc.position(path)
         raise _fail(doc.display, "binary YAML values are not supported", None, line, col)
     return str(node)
+
+
+def dotted_path(path: Sequence[PathKey]) -> str:
+    from tau_core.config.issues import dotted
+
+    return dotted(path) or "the top level"
 
 
 def _check_text(text: str, doc: Document, path: tuple[PathKey, ...]) -> None:

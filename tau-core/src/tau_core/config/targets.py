@@ -89,6 +89,16 @@ def _search_dirs(cwd: Path, root: Path | None) -> list[Path]:
     return out
 
 
+def _contained(found: Path, boundary: Path) -> Path:
+    """``found`` when it resolves inside ``boundary`` (the repository); a symlink out of it is refused
+    before the file is read, so no foreign content can reach an error message."""
+    from tau_core.pathsafe import ensure_within
+
+    ensure_within(boundary, found, what="run config", error=ConfigError,
+                  hint="run configs are read from inside the repository; copy the file in, or pass --config")
+    return found
+
+
 def _target_file(directory: Path, target: str) -> Path | None:
     yaml_, yml = directory / "tau" / f"{target}.yaml", directory / "tau" / f"{target}.yml"
     if yaml_.is_file() and yml.is_file():
@@ -276,6 +286,7 @@ def resolve_target(target: str | None = None, *, config: str | Path | None = Non
         for directory in search:
             found = _target_file(directory, target)
             if found is not None:
+                _contained(found, root or directory)
                 return Target(found, None, f"target {target}", root, chosen, target)
         available = sorted({t for d in search for t in list_targets(d)})
         hint = ("available targets: " + ", ".join(available)) if available else "or pass --config FILE"
@@ -283,6 +294,7 @@ def resolve_target(target: str | None = None, *, config: str | Path | None = Non
     for directory in search:
         found = _default_file(directory)
         if found is not None:
+            _contained(found, root or directory)
             return Target(found, None, "default file", root, chosen, None)
     available = sorted({t for d in search for t in list_targets(d)})
     hint = ("name a target: " + ", ".join(f"tau run {t}" for t in available)) if available else \

@@ -6,38 +6,23 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tau_core.errors import NotFoundError, UsageError
+from tau_core import pathsafe
+from tau_core.errors import NotFoundError
 
 MAX_LISTING = 10_000
+HINT = "pass a path relative to the run's output directory, as `tau run get RUN` lists it"
 
 
 def check_relative(artifact: str) -> PurePosixPath:
-    """Refuse absolute paths, ``..`` segments, NUL bytes, backslashes and empty names."""
-    hint = "pass a path relative to the run's output directory, as `tau run get RUN` lists it"
-    if artifact is None or not str(artifact).strip():
-        raise UsageError("--artifact must not be empty", hint=hint)
-    if "\0" in artifact:
-        raise UsageError("--artifact must not contain a NUL byte", hint=hint)
-    if "\\" in artifact:
-        raise UsageError(f"--artifact {artifact!r} must use '/' separators", hint=hint)
-    rel = PurePosixPath(artifact)
-    if rel.is_absolute() or artifact.startswith("~"):
-        raise UsageError(f"--artifact {artifact!r} must be a relative path inside the run's output", hint=hint)
-    if any(part == ".." for part in rel.parts):
-        raise UsageError(f"--artifact {artifact!r} must not contain '..' segments", hint=hint)
-    return rel
+    """Refuse absolute paths, ``..`` segments, NUL bytes, backslashes, over-long and empty names."""
+    return pathsafe.check_relative(artifact, what="--artifact", hint=HINT)
 
 
 def resolve(root: Path, artifact: str) -> Path:
     """The real path of ``artifact`` under ``root``; refuses anything (symlinks included) that leaves it."""
-    rel = check_relative(artifact)
-    real_root = Path(os.path.realpath(root))
-    candidate = Path(os.path.realpath(real_root.joinpath(*rel.parts)))
-    if candidate != real_root and real_root not in candidate.parents:
-        raise UsageError(f"--artifact {artifact!r} resolves outside the run's output (through a symlink)",
-                         hint="tau run get only reads files inside the run's output directory")
+    candidate = pathsafe.resolve_within(root, artifact, what="--artifact", hint=HINT)
     if not candidate.exists():
-        raise NotFoundError(f"artifact {artifact!r} not found in {root}",
+        raise NotFoundError(f"artifact {pathsafe.shown(artifact)} not found in {root}",
                             hint="run `tau run get RUN` without --artifact to list the files")
     return candidate
 

@@ -130,6 +130,16 @@ class LocalBackend:
                 detail = "the local supervisor never started: the submitting tau process exited before starting it"
             else:
                 detail = "the local supervisor never started"
+            child = r.get("child") or {}
+            if r.get("state") == "Running" and child.get("pid"):
+                # the attempt in flight ran: record it as interrupted, so status reflects the evidence
+                r.setdefault("attempts", []).append({
+                    "attempt": r.get("attempt") or len(r.get("attempts") or []) + 1,
+                    "started_at": r.get("started_at"), "finished_at": now_iso(), "state": "Failed",
+                    "reason": FailureReason.EVICTED.value, "exit_code": None, "signal": None, "peak_rss": 0,
+                    "interrupted": True,
+                    "message": f"interrupted: the supervisor (pid {sup.get('pid')}) was killed while "
+                               f"pid {child.get('pid')} ran"})
             r["state"] = "Failed"
             # a supervisor that ran and vanished is the local form of a lost node; one that never
             # started is a setup failure
@@ -541,7 +551,13 @@ def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) 
                             hint="the supervisor retries automatically (resilience.*)"))
     elif attempts:
         total = sum(filter(None, (_elapsed(a.get("started_at"), a.get("finished_at")) for a in attempts)))
-        phases.append(Phase("Running", "done", f"ran {len(attempts)} attempt(s)", elapsed_seconds=total))
+        last = attempts[-1] if isinstance(attempts[-1], dict) else {}
+        if last.get("interrupted"):
+            phases.append(Phase("Running", "warning", f"ran {len(attempts)} attempt(s); attempt {last.get('attempt')} "
+                                f"was interrupted ({last.get('reason')}): {last.get('message')}",
+                                elapsed_seconds=total))
+        else:
+            phases.append(Phase("Running", "done", f"ran {len(attempts)} attempt(s)", elapsed_seconds=total))
     elif terminal:
         phases.append(Phase("Running", "skipped", "no attempt ran"))
     else:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from tau_core.errors import TauError
+
 ENV_HOME = "TAU_DATA_DIR"
 RUN_ID_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
@@ -29,6 +31,13 @@ def tau_home(env: Mapping[str, str] | None = None) -> Path:
     xdg = env.get("XDG_DATA_HOME", "").strip()
     base = Path(xdg).expanduser() if xdg else Path(env.get("HOME") or Path.home()) / ".local" / "share"
     return base / "tau"
+
+
+def data_dir_error(exc: OSError, env: Mapping[str, str] | None = None) -> TauError:
+    """An OS error creating tau's data directory, as a typed error that names the setting to change."""
+    where = tau_home(env)
+    return TauError(f"the tau data directory {where} is not writable: {exc.strerror or exc}",
+                    hint=f"set {ENV_HOME} to a writable directory (for example {ENV_HOME}=$HOME/tau-data)")
 
 
 def runs_root(env: Mapping[str, str] | None = None) -> Path:

@@ -137,7 +137,10 @@ class RunDir:
 
 def create_run_dir(run_id: str, env: Mapping[str, str] | None = None) -> RunDir:
     root = paths.runs_root(env)
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise paths.data_dir_error(exc) from exc
     path = root / run_id
     path.mkdir(mode=0o700)  # a collision is a bug in run-id generation: fail loudly
     return RunDir(path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tau_core import pathsafe
 from tau_core.errors import ConflictError, UsageError
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -161,23 +162,32 @@ def scaffold_local_repo(path: Path | str, name: str, *, force: bool = False) -> 
     if root.exists() and not root.is_dir():
         raise ConflictError(f"{root} exists and is not a directory")
     files = {
-        root / "README.md": README.format(name=name),
-        root / "train.py": TRAIN_PY.format(name=name),
-        root / "tau" / "train.yaml": TRAIN_YAML.format(project=name),
-        root / "tau" / "smoke.yaml": SMOKE_YAML.format(project=name),
-        root / "tau" / "workspace.connection.yaml": DESCRIPTOR,
-        root / ".gitignore": GITIGNORE,
+        "README.md": README.format(name=name),
+        "train.py": TRAIN_PY.format(name=name),
+        "tau/train.yaml": TRAIN_YAML.format(project=name),
+        "tau/smoke.yaml": SMOKE_YAML.format(project=name),
+        "tau/workspace.connection.yaml": DESCRIPTOR,
+        ".gitignore": GITIGNORE,
     }
-    existing = [p for p in files if p.exists()]
+    root.mkdir(parents=True, exist_ok=True)
+    # every file lands inside ROOT: a symlink (ROOT/tau -> elsewhere) is refused before anything is written
+    for rel in files:
+        pathsafe.ensure_within(root, pathsafe.existing_ancestor(root / rel), what="scaffold path",
+                               error=ConflictError,
+                               hint="remove the symbolic link, or choose another --output directory")
+    existing = [root / rel for rel in files if (root / rel).exists() or (root / rel).is_symlink()]
     if existing and not force:
         shown = ", ".join(str(p) for p in existing)
         raise ConflictError(f"refusing to overwrite existing files: {shown}",
                             hint="choose another directory, or pass --force to regenerate the scaffold files")
     written: list[Path] = []
-    for target, text in files.items():
+    for rel, text in files.items():
+        target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
+        pathsafe.ensure_within(root, target.parent, what="scaffold path", error=ConflictError)
         tmp = target.with_name(f".{target.name}.tmp")
+        tmp.unlink(missing_ok=True)
         tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
+        tmp.replace(target)  # replaces a symlink itself, never writes through it
         written.append(target)
     return written

@@ -61,9 +61,11 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
     check_name(run_name)
     import os
 
-    from tau_core.local.dispatch import local_run
+    from tau_core.local.dispatch import choose_local, cluster_twin_probe
 
-    found = None if (context or namespace) else local_run(run_name)
+    found = choose_local(run_name, cluster_named=bool(context or namespace or workspace),
+                         cluster_twin=cluster_twin_probe(run_name, lambda: lifecycle_target(
+                             system_namespace=system_namespace)))
     if found is not None:
         backend, ref = found
     elif context or namespace or os.environ.get("TAU_CONTEXT"):

@@ -65,10 +65,13 @@ def _backend(target: Any) -> Any:
 
 def _dispatch(name: str, namespace: str | None, workspace: str | None, context: str | None,
               system_namespace: str | None, project: str | None) -> tuple[Any, Any]:
-    """(backend, ref): a run in the local registry goes to the local backend, anything else to the cluster."""
-    from tau_core.local.dispatch import local_run
+    """(backend, ref): a local run goes to the local backend, anything else to the cluster
+    (the rules are :func:`tau_core.local.dispatch.choose_local`'s)."""
+    from tau_core.local.dispatch import choose_local, cluster_twin_probe
 
-    found = local_run(name)
+    found = choose_local(name, cluster_named=bool(namespace or workspace or context),
+                         cluster_twin=cluster_twin_probe(
+                             name, lambda: _target(None, None, None, system_namespace, project)))
     if found is not None:
         return found
     target = _target(namespace, workspace, context, system_namespace, project)
@@ -291,7 +294,10 @@ def _watch(backend: Any, ref: Any, interval: float, max_iterations: int, run_pro
             where = st.ref.name if st.ref.backend == "local" else f"{st.ref.namespace}/{st.ref.name}"
             text = status_text(st)
             if tty:
-                click.echo("\x1b[H\x1b[2J" + f"watching {where} every {interval:g}s\n" + text)
+                from tau_core.output import clear_screen
+
+                clear_screen()
+                click.echo(f"watching {where} every {interval:g}s\n" + text)
             else:
                 if frames == 1:
                     click.echo(f"watching {where} every {interval:g}s")
@@ -414,6 +420,7 @@ def get(name: str, namespace: str | None, workspace: str | None, context: str | 
     check_name(name)
     backend, ref = _dispatch(name, namespace, workspace, context, system_namespace, project)
     result = backend.get(ref, artifact, path=path_, pvc=pvc)
+    details: dict[str, Any] = getattr(backend, "last_get", None) or {}  # only the cluster backend records one
     if isinstance(result, ArtifactListing):
         if output == "json":
             emit({"path": result.root, "entries": result.entries}, "json")
@@ -422,14 +429,14 @@ def get(name: str, namespace: str | None, workspace: str | None, context: str | 
                 click.echo(entry["path"])
         else:
             click.echo(f"PATH: {result.root}")
-            click.echo(f"PVC:  {backend.last_get.get('pvc') or pvc or '-'}")
+            click.echo(f"PVC:  {details.get('pvc') or pvc or '-'}")
             click.echo("ENTRIES:")
             for entry in result.entries:
                 click.echo(f"  {entry['path']}  ({entry.get('size')} bytes)")
             if not result.entries:
                 click.echo("  (empty)")
-                if backend.last_get.get("checkpoint"):
-                    click.echo(f"note: the run declares storage.checkpoint ({backend.last_get['checkpoint']}); "
+                if details.get("checkpoint"):
+                    click.echo(f"note: the run declares storage.checkpoint ({details['checkpoint']}); "
                                "checkpoints are indexed separately — see `tau data model list`")
         return
     data: bytes = result
@@ -442,8 +449,8 @@ def get(name: str, namespace: str | None, workspace: str | None, context: str | 
     if output == "json":
         emit({"artifact": artifact, "size": len(data), "content": text}, "json")
         return
-    click.echo(f"PATH: {backend.last_get.get('path') or artifact}")
-    click.echo(f"PVC:  {backend.last_get.get('pvc') or pvc or '-'}")
+    click.echo(f"PATH: {details.get('path') or artifact}")
+    click.echo(f"PVC:  {details.get('pvc') or pvc or '-'}")
     click.echo(text.rstrip("\n"))
 
 
@@ -563,4 +570,5 @@ def resume(name: str, config: str, namespace: str | None, workspace: str | None,
         emit(json.loads(result.message), "yaml")
         return
     click.echo(result.message)
-    click.echo(f"Next: tau run status {name} --watch")
+    ns = result.ref.namespace or target.namespace
+    click.echo(f"Next: tau run status {name}" + (f" -n {ns}" if ns else "") + " --watch")

@@ -78,7 +78,9 @@ def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOp
         sys.stdout.flush()
         _follow(backend, backend_name, result.ref)
     elif not options.dry_run:
-        click.echo(f"Next: tau run status {result.ref.name} --watch")
+        # the hint names the namespace, so it resolves to this cluster run and never to a local one
+        where = f" -n {result.ref.namespace}" if result.ref.namespace else ""
+        click.echo(f"Next: tau run status {result.ref.name}{where} --watch")
 
 
 def _follow(backend: Any, backend_name: str, ref: Any) -> None:

@@ -121,13 +121,12 @@ Examples:
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
 def serve(host: str, port: int, default_target: str | None, store: str | None) -> None:
     """Serve Stellar read-only over HTTP (/stellar, /api/stellar/snapshot, /api/stellar/series, /healthz)."""
-    from .server import bind, url_for
+    from .server import bind, url_for, warn_if_exposed
     from .server import serve as run_server
 
     path = _store_path(store)
     _open(path).close()  # a missing or damaged store fails here, with its hint
-    if host not in ("127.0.0.1", "::1", "localhost"):
-        click.echo(f"warning: binding {host} exposes the store to the network without authentication", err=True)
+    warn_if_exposed(host)
     sock = bind(host, port)
     click.echo(f"serving taugrid-portal experiment stellar at {url_for(sock)} (store={path})", err=True)
     try:
@@ -159,12 +158,13 @@ def open_(target: str, host: str, port: int, metric: str | None, browser: bool,
     import webbrowser
     from urllib.parse import urlencode
 
-    from .server import bind, url_for
+    from .server import bind, url_for, warn_if_exposed
     from .server import serve as run_server
 
     path = _store_path(store)
     with _open(path) as s:
         s.resolve_target(target)  # unknown targets fail now, with suggestions
+    warn_if_exposed(host)
     sock = bind(host, port)
     query = {"target": target, **({"metric": metric} if metric else {})}
     url = url_for(sock, "/stellar?" + urlencode(query))

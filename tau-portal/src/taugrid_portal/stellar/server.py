@@ -12,10 +12,18 @@ Routes (GET/HEAD only; there are no write routes):
 Every response carries ``X-Content-Type-Options: nosniff``, ``X-Frame-Options: DENY`` and a
 ``frame-ancestors 'none'`` policy. Errors are JSON ``{error, code, detail, status}``. The server
 binds 127.0.0.1 unless told otherwise.
+
+Against DNS rebinding, a request is served only when its ``Host`` header names the server: an IP
+literal, ``localhost``, the bound host name (and this machine's names when bound to all
+interfaces), or a name listed in ``TAU_STELLAR_ALLOWED_HOSTS`` (comma-separated; ``*.example.com``
+allowed) for a Portal behind a proxy.  Anything else gets 421.  No response discloses the
+store's absolute path.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import socket
 import sys
 import threading
@@ -35,6 +43,67 @@ SECURITY_HEADERS = [
 ]
 ENDPOINTS = ["/healthz", "/stellar?target=NAME", "/api/stellar/snapshot?target=NAME",
              "/api/stellar/series?target=NAME&metric=METRIC"]
+
+
+ENV_ALLOWED_HOSTS = "TAU_STELLAR_ALLOWED_HOSTS"
+STORE_PLACEHOLDER = "$TAU_EXP_STORE"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def warn_if_exposed(host: str) -> None:
+    """The one warning every command that binds a Stellar server prints for a non-loopback address."""
+    from tau_core.output import warning
+
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        warning(f"binding {host} exposes the store to the network without authentication "
+                f"(requests must name an allowed host; see {ENV_ALLOWED_HOSTS})")
+
+
+def allowed_hosts(bound: str | None = None, env: dict[str, str] | None = None) -> tuple[str, ...]:
+    """Host names a request may carry: loopback, the bound name, configured names (IP literals always pass)."""
+    env = dict(os.environ) if env is None else env
+    names = set(LOOPBACK_NAMES)
+    if bound:
+        names.add(bound.lower())
+        if bound in ("0.0.0.0", "::"):
+            names.update(n.lower() for n in (socket.gethostname(), socket.getfqdn()) if n)
+    names.update(n.strip().lower() for n in env.get(ENV_ALLOWED_HOSTS, "").split(",") if n.strip())
+    return tuple(sorted(names))
+
+
+def host_allowed(header: str, allowed: tuple[str, ...]) -> bool:
+    host = header.strip().lower()
+    if host.startswith("["):  # [v6]:port
+        host = host[1:host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    if not host:
+        return False
+    try:
+        ipaddress.ip_address(host)
+        return True  # an IP literal cannot be rebound to another origin
+    except ValueError:
+        pass
+    host = host.rstrip(".")
+    return any(host == name or (name.startswith("*.") and host.endswith(name[1:])) for name in allowed)
+
+
+class HostAllowlist:
+    """ASGI middleware: refuse requests whose Host header names another site (DNS rebinding)."""
+
+    def __init__(self, app: Any, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            header = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), "")
+            if not host_allowed(header, self.allowed):
+                response = _error(421, "MISDIRECTED_REQUEST", "this Stellar server does not answer for that host",
+                                  f"open it by its address, or add the name to {ENV_ALLOWED_HOSTS}")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class SecurityHeaders:
@@ -92,8 +161,8 @@ class SnapshotCache:
 def _error(status: int, code: str, detail: str, hint: str | None = None) -> Any:
     from starlette.responses import JSONResponse
 
-    phrases = {400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
-               503: "Service Unavailable"}
+    phrases = {400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 421: "Misdirected Request",
+               500: "Internal Server Error", 503: "Service Unavailable"}
     body: dict[str, Any] = {"error": phrases.get(status, "Error"), "code": code, "detail": detail, "status": status}
     if hint:
         body["hint"] = hint
@@ -110,8 +179,9 @@ def _int_param(params: Any, name: str, default: int | None = None) -> int | None
         raise UsageError(f"{name} must be an integer, got {raw!r}") from None
 
 
-def create_app(store_path: str | Path, *, default_target: str | None = None) -> Any:
-    """The ASGI app serving one store read-only."""
+def create_app(store_path: str | Path, *, default_target: str | None = None,
+               hosts: tuple[str, ...] | None = None) -> Any:
+    """The ASGI app serving one store read-only (``hosts``: see :func:`allowed_hosts`)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.requests import Request
@@ -142,20 +212,31 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
         return cache.get(s, (target, metric, max_points),
                          lambda: build_snapshot(s, target, metric=metric, max_points=max_points))
 
+    hidden = sorted({str(root), str(root.absolute()), str(root.resolve())}, key=len, reverse=True)
+
+    def private(text: str | None) -> str | None:
+        """``text`` without the store's location: the server never discloses local paths (commands in
+        snapshots then read ``--store $TAU_EXP_STORE``)."""
+        if text is None:
+            return None
+        for p in hidden:
+            text = text.replace(p, STORE_PLACEHOLDER)
+        return text
+
     def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         def endpoint(request: Request) -> Any:
             try:
                 return handler(request)
             except NotFoundError as exc:
-                return _error(404, "NOT_FOUND", exc.message, exc.hint)
+                return _error(404, "NOT_FOUND", private(exc.message) or "", private(exc.hint))
             except UsageError as exc:
-                return _error(400, "INVALID_ARGUMENT", exc.message, exc.hint)
+                return _error(400, "INVALID_ARGUMENT", private(exc.message) or "", private(exc.hint))
             except ConfigError as exc:
-                return _error(503, "SOURCE_UNAVAILABLE", exc.message, exc.hint)
+                return _error(503, "SOURCE_UNAVAILABLE", private(exc.message) or "", private(exc.hint))
             except MissingAssetsError as exc:
-                return _error(503, "ASSETS_UNAVAILABLE", exc.message, exc.hint)
+                return _error(503, "ASSETS_UNAVAILABLE", private(exc.message) or "", private(exc.hint))
             except TauError as exc:
-                return _error(400, "INVALID_ARGUMENT", exc.message, exc.hint)
+                return _error(400, "INVALID_ARGUMENT", private(exc.message) or "", private(exc.hint))
             except Exception as exc:  # a bug: report it without leaking a traceback to the client
                 print(f"stellar: internal error on {request.url.path}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 return _error(500, "INTERNAL", "internal error while building the response; see the server log")
@@ -173,28 +254,27 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
             from urllib.parse import urlencode
 
             return RedirectResponse("/stellar?" + urlencode({"target": default_target}), status_code=307)
-        return JSONResponse({"service": "tau.exp.stellar", "store_path": str(root), "source": "local",
-                             "read_only": True, "endpoints": ENDPOINTS})
+        return JSONResponse({"service": "tau.exp.stellar", "source": "local", "read_only": True,
+                             "endpoints": ENDPOINTS})
 
     def healthz(request: Request) -> Any:
         try:
             s = store()
             s.query("SELECT 1 AS ok")
         except TauError as exc:
-            return JSONResponse({"ok": False, "store_path": str(root), "source": "local", "error": exc.message},
-                                status_code=503)
-        return JSONResponse({"ok": True, "store_path": str(root), "source": "local"})
+            return JSONResponse({"ok": False, "source": "local", "error": private(exc.message)}, status_code=503)
+        return JSONResponse({"ok": True, "source": "local"})
 
     def page(request: Request) -> Any:
         snap, rendered = cached_snapshot(request)
         if "html" not in rendered:
-            rendered["html"] = render_html(snap, series_path="/api/stellar/series")
+            rendered["html"] = private(render_html(snap, series_path="/api/stellar/series"))
         return HTMLResponse(rendered["html"], headers={"Cache-Control": "no-store"})
 
     def snapshot(request: Request) -> Any:
         snap, rendered = cached_snapshot(request)
         if "json" not in rendered:
-            rendered["json"] = to_json(snap, indent=None)
+            rendered["json"] = private(to_json(snap, indent=None))
         return Response(rendered["json"], media_type="application/json", headers={"Cache-Control": "no-store"})
 
     def series(request: Request) -> Any:
@@ -209,7 +289,7 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
             end_step=_int_param(params, "end_step"),
             max_points=SERIES_DEFAULT_POINTS if max_points is None else max_points,
         )
-        return Response(to_json(detail, indent=None), media_type="application/json",
+        return Response(private(to_json(detail, indent=None)), media_type="application/json",
                         headers={"Cache-Control": "no-store"})
 
     async def http_error(request: Request, exc: Exception) -> Any:
@@ -229,7 +309,7 @@ def create_app(store_path: str | Path, *, default_target: str | None = None) -> 
         Route("/api/stellar/series", guarded(series), methods=methods),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
-    return SecurityHeaders(app)
+    return SecurityHeaders(HostAllowlist(app, allowed_hosts() if hosts is None else hosts))
 
 
 def bind(host: str = DEFAULT_HOST, port: int = 0) -> socket.socket:
@@ -261,7 +341,8 @@ def serve(sock: socket.socket, store_path: str | Path, *, default_target: str | 
     """Run uvicorn on ``sock`` until interrupted."""
     import uvicorn
 
-    config = uvicorn.Config(create_app(store_path, default_target=default_target), log_level="warning",
+    hosts = allowed_hosts(str(sock.getsockname()[0]))
+    config = uvicorn.Config(create_app(store_path, default_target=default_target, hosts=hosts), log_level="warning",
                             access_log=False, lifespan="off", server_header=False)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])

@@ -1,6 +1,6 @@
 """The local experiment store: local truth for run evidence.
 
-On disk (``expstore.v6``)::
+On disk (``expstore.v7``)::
 
     <root>/manifest.json          schema version, kind, project (written atomically)
     <root>/index.sqlite           SQLite index in WAL mode (readers never block writers)

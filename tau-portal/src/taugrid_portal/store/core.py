@@ -33,6 +33,7 @@ MANIFEST = "manifest.json"
 INDEX = "index.sqlite"
 APPEND_LOG = "append-log"
 METRICS = "metrics"
+PLACING = "placing"
 ARTIFACTS = "artifacts"
 MIRRORS = (
     "experiments", "run_groups", "runs", "run_context", "configs", "tags", "artifacts", "metric_files",
@@ -108,6 +109,7 @@ class Transaction:
         self.store = store
         self.conn = store._conn
         self.placed: list[Path] = []
+        self.marker: Path | None = None  # .staging/<pid>-placing while placed files await the commit
         self.mirror_lines: dict[str, list[str]] = {}
         self.created: list[str] = []
         self._ts: str | None = None
@@ -178,6 +180,9 @@ class Transaction:
         final.parent.mkdir(parents=True, exist_ok=True)
         if not inside(self.store.root, final):
             raise UsageError(f"path {final} escapes the experiment store root")
+        if self.marker is None:  # a writer killed from here to the commit leaves placed, unindexed files
+            self.marker = self.staging_path(PLACING)
+            self.marker.touch()
         os.replace(staged, final)
         self.placed.append(final)
 
@@ -268,9 +273,14 @@ class ExperimentStore:
                               hint="the store is damaged; restore it from a copy")
         try:
             conn = cls._connect(root)
+            found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.Error as exc:
             raise TauError(f"cannot open the index of experiment store {root}: {exc}",
                            hint="check that the directory is readable and writable (SQLite WAL needs both)") from None
+        if manifest.get("schema_version") == schema.SCHEMA_VERSION and not {"runs", "metric_files"} <= found:
+            conn.close()
+            raise ConfigError(f"experiment store {root}: {INDEX} is empty or damaged (its tables are missing)",
+                              hint="the store is damaged; restore it from a copy")
         store = cls(root, manifest, conn)
         if manifest.get("schema_version") != schema.SCHEMA_VERSION:
             store._migrate()
@@ -727,10 +737,16 @@ class ExperimentStore:
 
     def resolve_target(self, name: str) -> Target:
         """A name as a run group, then a run, then an experiment (the ``status`` order)."""
-        groups = self.query("SELECT run_group_id, project FROM run_groups WHERE run_group_id = ?", [name])
+        groups = self.query("SELECT run_group_id, project FROM run_groups WHERE run_group_id = ? ORDER BY project",
+                            [name])
+        if len(groups) > 1 and not self.query("SELECT run_id FROM runs WHERE run_id = ?", [name]):
+            raise UsageError(f"run group {name!r} exists in several projects: "
+                             + ", ".join(g["project"] for g in groups),
+                             hint="name a run or an experiment instead (run groups are scoped by project)")
         if groups:
             ids = [r["run_id"] for r in self.query(
-                "SELECT run_id FROM runs WHERE run_group_id = ? ORDER BY created_at DESC, run_id", [name])]
+                "SELECT run_id FROM runs WHERE run_group_id = ? AND project = ? ORDER BY created_at DESC, run_id",
+                [name, groups[0]["project"]])]
             if ids:
                 return Target(name, "run_group", name, ids, groups[0]["project"])
         run = self.query("SELECT run_id, project FROM runs WHERE run_id = ?", [name])
@@ -750,17 +766,29 @@ class ExperimentStore:
         )
 
     # -- writes ------------------------------------------------------------------------
-    def _repair(self) -> None:
-        """Undo what a killed writer left behind (called with the writer lock held)."""
+    def _repair(self, *, full: bool = False) -> list[str]:
+        """Undo what a killed writer left behind (called with the writer lock held); returns what was removed.
+
+        Staged files of dead writers go; when a dead writer was placing files (its ``-placing``
+        marker remains), or with ``full`` (``experiment fsck``), every placed file the index does
+        not reference goes too (:func:`orphans`).
+        """
+        removed: list[str] = []
         staging = self.root / STAGING_DIR
         if staging.is_dir():
             for entry in staging.iterdir():
                 pid_text = entry.name.split("-", 1)[0]
                 if not pid_text.isdigit() or not pid_alive(int(pid_text)):
+                    full = full or entry.name.endswith("-" + PLACING)
+                    removed.append(entry.relative_to(self.root).as_posix())
                     if entry.is_dir():
                         shutil.rmtree(entry, ignore_errors=True)
                     else:
                         entry.unlink(missing_ok=True)
+        if full:
+            for rel in self.orphans():
+                (self.root / rel).unlink(missing_ok=True)
+                removed.append(rel)
         committed = {r["name"]: r["size"] for r in self.query("SELECT name, size FROM append_log_offsets")}
         log_dir = self.root / APPEND_LOG
         if log_dir.is_dir():
@@ -770,6 +798,20 @@ class ExperimentStore:
                     path.unlink(missing_ok=True)
                 elif path.stat().st_size > size:
                     os.truncate(path, size)
+        return removed
+
+    def orphans(self) -> list[str]:
+        """Placed files the index does not reference: metric files and imported history copies."""
+        known = {r["path"] for r in self.query("SELECT path FROM metric_files")}
+        known |= {r["uri"] for r in self.query("SELECT uri FROM artifacts")}
+        found = [p for p in (self.root / METRICS).rglob("*") if p.is_file() and not p.is_symlink()]
+        found += [p for p in (self.root / ARTIFACTS).glob("*/jsonl/*") if p.is_file() and not p.is_symlink()]
+        return sorted(rel for rel in (p.relative_to(self.root).as_posix() for p in found) if rel not in known)
+
+    def fsck(self) -> list[str]:
+        """Recover under the writer lock: remove dead writers' staged files and every unreferenced placed file."""
+        with self._mutex, self.lock:
+            return self._repair(full=True)
 
     @contextmanager
     def writing(self) -> Iterator[Transaction]:
@@ -783,8 +825,12 @@ class ExperimentStore:
                 yield txn
                 txn._append_mirrors()
                 self._conn.execute("COMMIT")
+                if txn.marker is not None:
+                    txn.marker.unlink(missing_ok=True)
             except BaseException as exc:
                 txn.rollback(sizes)
+                if txn.marker is not None:
+                    txn.marker.unlink(missing_ok=True)
                 if isinstance(exc, sqlite3.Error):
                     raise TauError(f"experiment store {self.root}: index write failed ({exc}); nothing was changed",
                                    hint="retry the command; if it keeps failing, check disk space") from None

@@ -7,6 +7,10 @@ Each line is one JSON object such as ``{"_step": 3, "_timestamp": 1760000003.1, 
 * Other keys starting with ``_`` are metadata and skipped; so are non-numeric values
   (strings, booleans, objects, lists, null).  Numeric values must be finite: ``NaN`` and
   ``Infinity`` are rejected, as the reference importer does.
+* Nested values are skipped *before* any parser sees them: a row's nested lists and objects
+  are replaced by ``null`` in the raw bytes (:func:`flatten_row`), so a list nested 1,000 deep
+  neither recurses in ``json`` nor reaches Arrow/polars (which crashed on it).  Integers beyond
+  the float range are rejected like ``Infinity``.
 * Blank lines are skipped.  A last line without a newline is accepted when it is a complete
   object and reported as a truncated row otherwise.
 
@@ -32,6 +36,8 @@ from tau_core.errors import ConfigError
 BLOCK = 8 << 20
 MAX_LINE = 16 << 20
 INT64_MAX = (1 << 63) - 1
+#: Above this many keys a block takes the long path: its cost is per point, the columnar one's per metric.
+WIDE_COLUMNS = 512
 
 
 class JsonlError(ConfigError):
@@ -64,8 +70,54 @@ class Block:
             "metric_name", "step", "wall_time_us", "value")
 
 
+_STRUCTURE = None
+
+
+def flatten_row(raw: bytes) -> bytes:
+    """``raw`` (one JSON line) with every value nested inside the top-level object replaced by ``null``.
+
+    Strings are honoured (brackets inside them are text).  Unbalanced input is returned unchanged
+    (``json`` then reports it).  Linear in the line length, no recursion.
+    """
+    import re
+
+    global _STRUCTURE
+    if _STRUCTURE is None:
+        _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+    out: list[bytes] = []
+    depth, pos = 0, 0
+    for m in _STRUCTURE.finditer(raw):
+        tok = m.group(0)
+        if tok[:1] == b'"':
+            continue
+        if tok in (b"[", b"{"):
+            depth += 1
+            if depth == 2:
+                out.append(raw[pos:m.start()])
+        else:
+            depth -= 1
+            if depth < 0:
+                return raw
+            if depth == 1:
+                out.append(b"null")
+                pos = m.end()
+    if depth != 0 or not out:
+        return raw
+    out.append(raw[pos:])
+    return b"".join(out)
+
+
 def _fail(path: Path, line: int, message: str, hint: str | None = None) -> JsonlError:
     return JsonlError(f"{path}: line {line}: {message}", hint=hint)
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value) if not isinstance(value, int) or len(str(value)) < limit else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _shown_key(key: str, limit: int = 80) -> str:
+    return repr(key) if len(key) <= limit else repr(key[:limit]) + f"... ({len(key)} characters)"
 
 
 def _is_number(value: Any) -> bool:
@@ -92,9 +144,11 @@ def parse_lines_slow(
         text = raw.strip()
         if not text:
             continue
+        if b"[" in text or text.count(b"{") > 1:
+            text = flatten_row(text)
         try:
             obj = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             if final and offset == len(lines) - 1 and not ends_with_newline:
                 raise _fail(path, lineno, "truncated last row: the file ends in the middle of a JSON object",
                             hint="the writer may still be running or was killed; import the file once it is "
@@ -109,7 +163,7 @@ def parse_lines_slow(
                         hint=f"every row needs {step_field}; use --step-field if the history names it differently")
         step_raw = obj[step_field]
         if not _is_number(step_raw) or (isinstance(step_raw, float) and not math.isfinite(step_raw)):
-            raise _fail(path, lineno, f"{step_field} must be a finite number, got {json.dumps(step_raw)}")
+            raise _fail(path, lineno, f"{step_field} must be a finite number, got {_shown(step_raw)}")
         step = int(step_raw)
         if abs(step) > INT64_MAX:
             raise _fail(path, lineno, f"{step_field} must be an integer representable as int64")
@@ -118,16 +172,19 @@ def parse_lines_slow(
             ts = obj[time_field]
             if not _is_number(ts) or not math.isfinite(ts) or ts <= 0 or ts > 253402300799:
                 raise _fail(path, lineno, f"{time_field} must be a valid positive Unix epoch-seconds value, "
-                            f"got {json.dumps(ts)}")
+                            f"got {_shown(ts)}")
             wall = round(ts * 1_000_000)
         for key, value in obj.items():
             if key == step_field or key == time_field or key.startswith("_"):
                 continue
             if not _is_number(value):
                 continue
-            fvalue = float(value)
+            try:
+                fvalue = float(value)
+            except OverflowError:  # an integer beyond the float range (400 nines)
+                fvalue = math.inf
             if not math.isfinite(fvalue):
-                raise _fail(path, lineno, f"metric {key!r} must be a finite number, got {json.dumps(value)}",
+                raise _fail(path, lineno, f"metric {_shown_key(key)} must be a finite number, got {_shown(value)}",
                             hint="NaN and Infinity are rejected at import; log a counter such as nan_steps instead")
             names.append(f"{prefix}{key}")
             steps.append(step)
@@ -146,9 +203,18 @@ def parse_block_fast(
     data: bytes, *, step_field: str, time_field: str, prefix: str, newlines: int | None = None
 ) -> Any | None:
     """Parse with Arrow's JSON reader; ``None`` when the block needs the authoritative slow path."""
+    import re
+
     import polars as pl
     import pyarrow.json as pj
 
+    if b"[" in data or re.search(rb"\{[^\n{]*\{", data):
+        return None  # nested values: the slow path flattens them before any parser sees them
+    if re.search(rb"(?m)^[ \t\r]*[^{\s]", data):
+        return None  # a row that is not an object: pyarrow 26 segfaults on a first row of `null`
+    first = data[:data.find(b"\n")] if b"\n" in data else data
+    if first.count(b'":') > WIDE_COLUMNS:
+        return None  # a wide history: the long (slow) path scales with points, the columnar one with metrics
     try:
         # pyarrow's reader infers new keys in later rows and fails loudly on type changes;
         # polars' reader (with a bounded inference window) would silently drop late keys.
@@ -156,7 +222,7 @@ def parse_block_fast(
         df = pl.from_arrow(table)
     except Exception:  # any rejection means: take the slow path for the exact error
         return None
-    if not isinstance(df, pl.DataFrame):
+    if not isinstance(df, pl.DataFrame) or df.width > WIDE_COLUMNS:
         return None
     n_lines = (data.count(b"\n") if newlines is None else newlines) + (0 if data.endswith(b"\n") else 1)
     if df.height != n_lines:  # blank lines, or two objects on one line: count exactly

@@ -1,4 +1,4 @@
-"""The SQLite index schema (``expstore.v6``) and the migration chain from older stores.
+"""The SQLite index schema (``expstore.v7``) and the migration chain from older stores.
 
 Opening a store applies, in order: the table DDL (``CREATE TABLE IF NOT EXISTS``), additive
 column migrations (columns newer releases added to existing tables), the versioned
@@ -12,14 +12,15 @@ import sqlite3
 
 from tau_core.errors import ConfigError
 
-SCHEMA_VERSION = "expstore.v6"
+SCHEMA_VERSION = "expstore.v7"
 STORE_KIND = "tau.exp.store"
 METRIC_SCHEMA_VERSION = "tau.metrics.scalar.v2"
 METRIC_SCHEMA_COLUMNS = (
     "project", "run_group_id", "run_id", "metric_name", "step", "wall_time",
     "value", "unit", "source", "split", "tags",
 )
-VERSIONS = ("expstore.v0", "expstore.v1", "expstore.v2", "expstore.v3", "expstore.v4", "expstore.v5", "expstore.v6")
+VERSIONS = ("expstore.v0", "expstore.v1", "expstore.v2", "expstore.v3", "expstore.v4", "expstore.v5", "expstore.v6",
+            "expstore.v7")
 
 TABLES: dict[str, list[tuple[str, str]]] = {
     "schema_meta": [("key", "TEXT PRIMARY KEY"), ("value", "TEXT NOT NULL")],
@@ -28,7 +29,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("target_id", "TEXT NOT NULL"), ("request_hash", "TEXT NOT NULL"), ("created_at", "TEXT NOT NULL"),
     ],
     "run_groups": [
-        ("run_group_id", "TEXT PRIMARY KEY"), ("project", "TEXT NOT NULL"), ("name", "TEXT NOT NULL"),
+        ("run_group_id", "TEXT NOT NULL"), ("project", "TEXT NOT NULL"), ("name", "TEXT NOT NULL"),
         ("created_at", "TEXT NOT NULL"), ("updated_at", "TEXT NOT NULL"),
     ],
     "experiments": [
@@ -42,7 +43,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("parent_run_id", "TEXT"), ("state", "TEXT NOT NULL"), ("owner", "TEXT"),
         ("created_at", "TEXT NOT NULL"), ("started_at", "TEXT"), ("completed_at", "TEXT"),
         ("config_hash", "TEXT"), ("code_sha", "TEXT"), ("image_digest", "TEXT"), ("tau_command", "TEXT"),
-        ("result_uri", "TEXT"), ("index_version", "TEXT NOT NULL DEFAULT 'expstore.v6'"),
+        ("result_uri", "TEXT"), ("index_version", "TEXT NOT NULL DEFAULT 'expstore.v7'"),
     ],
     "run_context": [
         ("run_id", "TEXT PRIMARY KEY"), ("cluster", "TEXT"), ("namespace", "TEXT"), ("team", "TEXT"),
@@ -106,6 +107,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     "append_log_offsets": [("name", "TEXT PRIMARY KEY"), ("size", "INTEGER NOT NULL")],
 }
 PRIMARY_KEYS = {
+    "run_groups": ("project", "run_group_id"),  # a group id is scoped by its project (expstore.v7)
     "configs": ("config_hash", "run_id"),
     "tags": ("scope_type", "scope_id", "key"),
     "metric_summaries": ("run_id", "metric_name"),
@@ -298,4 +300,14 @@ def _v5_to_v6(conn: sqlite3.Connection) -> None:
     copy: their charts keep reading the raw history, with the same result."""
 
 
-_MIGRATIONS = (_v0_to_v1, _v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6)
+def _v6_to_v7(conn: sqlite3.Connection) -> None:
+    """Key run groups by ``(project, run_group_id)``: every project on a machine may have a group
+    ``default`` (the local store is one store per machine)."""
+    conn.execute("ALTER TABLE run_groups RENAME TO run_groups_v6")
+    conn.execute(table_sql("run_groups"))
+    conn.execute("INSERT INTO run_groups (run_group_id, project, name, created_at, updated_at) "
+                 "SELECT run_group_id, project, name, created_at, updated_at FROM run_groups_v6")
+    conn.execute("DROP TABLE run_groups_v6")
+
+
+_MIGRATIONS = (_v0_to_v1, _v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7)

@@ -63,6 +63,15 @@ def expand_history(patterns: Sequence[str]) -> list[Path]:
     return paths
 
 
+def _ensure_group(txn: Transaction, project: str, group: str, ts: str) -> None:
+    """The run group ``(project, group)``: group ids are scoped by project, so every project may use ``default``."""
+    row = txn.conn.execute("SELECT 1 FROM run_groups WHERE project = ? AND run_group_id = ?",
+                           [project, group]).fetchone()
+    if row is None:
+        txn.insert("run_groups", {"run_group_id": group, "project": project, "name": group, "created_at": ts,
+                                  "updated_at": ts})
+
+
 def _ensure_identity(
     store: ExperimentStore,
     txn: Transaction,
@@ -76,13 +85,7 @@ def _ensure_identity(
     mode: str = "strict",
 ) -> bool:
     """Ensure the run group, experiment, run and run tags; returns True when the run was created."""
-    existing = txn.conn.execute("SELECT project FROM run_groups WHERE run_group_id = ?", [group]).fetchone()
-    if existing is None:
-        txn.insert("run_groups", {"run_group_id": group, "project": project, "name": group, "created_at": ts,
-                                  "updated_at": ts})
-    elif existing[0] != project:
-        raise ConflictError(f"run group {group!r} already belongs to project {existing[0]!r}, not {project!r}",
-                            hint="use a different --group for this project")
+    _ensure_group(txn, project, group, ts)
     if experiment:
         row = txn.conn.execute("SELECT experiment_id FROM experiments WHERE experiment_id = ?",
                                [experiment]).fetchone()
@@ -307,12 +310,7 @@ def init_experiment(
              "source": "explicit", "created_at": ts, "updated_at": ts},
             what=f"experiment {name!r}", ignore=("created_at", "updated_at"),
         )
-        row = txn.conn.execute("SELECT project FROM run_groups WHERE run_group_id = ?", [group]).fetchone()
-        if row is None:
-            txn.insert("run_groups", {"run_group_id": group, "project": project, "name": group, "created_at": ts,
-                                      "updated_at": ts})
-        elif row[0] != project:
-            raise ConflictError(f"run group {group!r} already belongs to project {row[0]!r}")
+        _ensure_group(txn, project, group, ts)
     return {"experiment_id": name, "project": project, "run_group_id": group, "reused": not created,
             "idempotency_key": idempotency_key}
 

@@ -28,16 +28,35 @@ def entrypoint_of(config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def repository_root(request: r.RenderRequest) -> Path:
+    """The boundary of files a render may embed: the Git worktree of the config, else its project
+    directory (the parent of ``tau/``, or the config's own directory)."""
+    from tau_core.config.targets import git_root
+
+    base = (request.config_dir or Path.cwd()).resolve()
+    return git_root(base) or (base.parent if base.name == "tau" else base)
+
+
 def local_file(request: r.RenderRequest, rel: str, what: str) -> Path:
-    """A config-relative path on the submitting machine, which must be a regular file."""
-    path = Path(rel)
-    if not path.is_absolute():
-        path = (request.config_dir or Path.cwd()) / path
+    """A config-relative path on the submitting machine, which must be a regular file inside the repository.
+
+    Host files outside the repository are never embedded into a manifest: an absolute path is
+    refused here (the Job renderer treats it as a path inside the pod instead), and so is a
+    relative path or symlink that resolves outside the repository.
+    """
+    from tau_core.pathsafe import ensure_within, shown
+
+    if Path(rel).is_absolute():
+        raise ConfigError(f'{what} "{shown(rel)}" is an absolute path; only files inside the repository are '
+                          "shipped with a run", hint="use a path relative to the config file's directory")
+    path = (request.config_dir or Path.cwd()) / rel
     if not path.is_file():
         raise ConfigError(
             f'{what} "{rel}" was not found at {path}',
             hint="paths in tau.yaml are relative to the config file's directory",
         )
+    ensure_within(repository_root(request), path, what=what, error=ConfigError,
+                  hint="files shipped with a run must live inside the repository; copy the file in")
     return path
 
 

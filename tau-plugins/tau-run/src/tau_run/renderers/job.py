@@ -134,6 +134,10 @@ class _JobRenderer:
         if source and source.get("image"):
             core, source_payload = self._source(init, volumes, mounts, entry, launcher, nproc, nodes, flags)
             payload.update(source_payload)
+        elif entry and PurePosixPath(entry).is_absolute():
+            # an absolute entrypoint names a file inside the pod (the image provides it): nothing is embedded
+            python = entry.endswith(".py") or launcher in ("python", "torchrun")
+            core = self._launch(rs.q(entry), python, launcher, nproc, nodes, flags)
         elif entry:
             data = local_file(req, entry, "entrypoint").read_bytes()
             payload.update(r.script_payload_digest(data))
