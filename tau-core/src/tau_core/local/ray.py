@@ -76,7 +76,8 @@ def _cpus(value: Any) -> float:
     try:
         return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
     except ValueError:
-        raise ConfigError(f"CPU quantity {value!r} is not valid", hint="use a number of cores or millicores (500m)") from None
+        raise ConfigError(f"CPU quantity {value!r} is not valid",
+                          hint="use a number of cores or millicores (500m)") from None
 
 
 def logical_cpus(get: Callable[[str], Any]) -> int:
