@@ -61,7 +61,9 @@ def spec(path: Path, editable: bool = False) -> list[str]:
     return ["-e", target] if editable else [target]
 
 
-TEST_TOOLS = ["pytest>=8", "hypothesis", "kubernetes-validate", "jsonschema", "pyyaml", "playwright", "httpx"]
+# ray: the local RayJob tests run a real Ray head (the same range as the tau[ray] extra)
+TEST_TOOLS = ["pytest>=8", "hypothesis", "kubernetes-validate", "jsonschema", "pyyaml", "playwright", "httpx",
+              "ray[default,tune,train]>=2.60,<3"]
 
 
 def install_all(session: nox.Session, editable: bool = True) -> None:

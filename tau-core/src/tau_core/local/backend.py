@@ -346,6 +346,10 @@ class LocalBackend:
             child = record.get("child") or {}
             if child.get("pgid") and oom.alive(child.get("pid"), child.get("start_ticks")):
                 _killpg(int(child["pgid"]), signal.SIGKILL)  # an orphan of a lost supervisor
+            if record.get("ray"):  # what is left of a lost supervisor's Ray head, job drivers included
+                from tau_core.local import ray as local_ray
+
+                local_ray.clean_up_after(run.path, record["ray"])
             return
         grace = max(0.5, min(10.0, timeout / 2))
         write_json_atomic(run.cancel_file, {"requested_at": now_iso(), "grace_seconds": grace})

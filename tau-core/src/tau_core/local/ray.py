@@ -274,6 +274,14 @@ def sweep(run_path: Path | str) -> None:
             pass
 
 
+def clean_up_after(run_path: Path, ray_record: Mapping[str, Any]) -> None:
+    """What a lost supervisor left behind: its head's processes (job drivers included) and the temp root."""
+    sweep(run_path)
+    temp_root = Path(str(ray_record.get("temp_root") or ""))
+    if temp_root.name.startswith("tau-ray-") and temp_root.is_dir():
+        shutil.rmtree(temp_root, ignore_errors=True)
+
+
 def stop_head(head: RayHead) -> None:
     """SIGTERM the head's process group, SIGKILL after 5 s, then every straggler; remove the temp root."""
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):

@@ -200,6 +200,8 @@ def _outcome(sup: Supervisor, client: Any, submission_id: str, info: dict[str, A
         returncode = 0
     elif exit_code is not None:
         returncode = int(exit_code)
+        if 128 < returncode < 128 + 65:  # the job's shell reports a driver killed by signal N as 128 + N
+            returncode = -(returncode - 128)
     else:
         returncode = -15 if cancelled else 1
     memory_error = any(b"MemoryError" in line for line in sup.log.tail)
@@ -208,7 +210,8 @@ def _outcome(sup: Supervisor, client: Any, submission_id: str, info: dict[str, A
     if result == "Failed" and not oom_killed:
         code = f"exit code {exit_code}" if exit_code is not None else "no exit code"
         last = ray_message.strip().splitlines()[-1] if ray_message.strip() else ""
-        message = f"Ray job {submission_id} FAILED ({code}): {last}"
+        job = f"Ray job {submission_id} FAILED ({code}): {last}"
+        message = job if reason == "Unknown" else f"{message}; {job}"
     info.update(finished_at=now_iso(), exit_code=exit_code if state != "SUCCEEDED" else 0, signal=None,
                 peak_rss=peak, state=result, reason=reason, message=message.rstrip(": "),
                 ray_job={"submission_id": submission_id, "state": state})
