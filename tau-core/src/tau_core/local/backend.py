@@ -168,11 +168,10 @@ class LocalBackend:
         notes = [f"local run {run_id} started", f"output: {plan['output_dir']}"]
         if request.config.get("runtime", {}) and (request.config.get("runtime") or {}).get("image"):
             notes.append("runtime.image is not used locally: the run uses this Python environment")
-        pip = (request.config.get("runtime") or {}).get("pip") if isinstance(request.config.get("runtime"), dict) \
-            else None
-        if pip:
-            notes.append(f"runtime.pip ({', '.join(str(p) for p in pip)}) is not installed locally: the run uses "
-                         "this Python environment")
+        if plan["engine"] == "rayjob" and plan["ray"]["pip"]:
+            from tau_core.local.ray import pip_note
+
+            notes.append(pip_note(plan["ray"]["pip"]))
         return SubmitResult(ref=RunRef(name=run_id, backend=BACKEND), created=True, message="; ".join(notes))
 
     def _spawn(self, run: RunDir, env: Mapping[str, str]) -> None:
@@ -541,7 +540,9 @@ def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) 
     else:
         phases.append(Phase("Started", "pending", "waiting for the supervisor"))
 
-    ray_phase = _ray_phase(record.get("ray"))
+    from tau_core.local.ray import status_phase
+
+    ray_phase = status_phase(record.get("ray"))
     if ray_phase is not None:
         phases.append(ray_phase)
     child = record.get("child") or {}
@@ -624,20 +625,6 @@ def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) 
         attempt=attempt if (max_attempts > 1 or len(attempts) > 1) else None,
         max_attempts=max_attempts if (max_attempts > 1 or len(attempts) > 1) else None,
         message=message, extra=extra)
-
-
-_RAY_PHASE_STATES = {"PENDING": "pending", "RUNNING": "active", "SUCCEEDED": "done", "FAILED": "warning",
-                     "STOPPED": "warning"}
-
-
-def _ray_phase(ray: Any) -> Phase | None:
-    """The Ray job of an ``engine: rayjob`` run on its local head (pending, running, succeeded, failed, stopped)."""
-    if not isinstance(ray, dict) or not ray.get("submission_id"):
-        return None
-    job_state = str(ray.get("job_state") or "PENDING")
-    return Phase("Ray job", _RAY_PHASE_STATES.get(job_state, "pending"),
-                 f"{ray['submission_id']} {job_state} on the local head {ray.get('dashboard')} "
-                 f"({ray.get('num_cpus')} CPUs, temp root {ray.get('temp_root')})")
 
 
 def read_cancel(run: RunDir) -> dict[str, Any]:

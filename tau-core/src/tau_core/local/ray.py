@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tau_core.errors import ConfigError
+from tau_core.lifecycle.base import Phase
 
 START_TIMEOUT = 120.0
 TOKEN_FILE = "ray-auth-token"
@@ -305,6 +306,20 @@ def stop_head(head: RayHead) -> None:
 def pip_note(packages: list[str]) -> str:
     return (f"runtime.pip ({', '.join(packages)}) is not installed locally: the run uses this Python "
             "environment")
+
+
+_PHASE_STATES = {"PENDING": "pending", "RUNNING": "active", "SUCCEEDED": "done", "FAILED": "warning",
+                 "STOPPED": "warning"}
+
+
+def status_phase(ray: Any) -> Phase | None:
+    """The ``Ray job`` phase of ``tau run status``: the job's state on the run's head."""
+    if not isinstance(ray, dict) or not ray.get("submission_id"):
+        return None
+    job_state = str(ray.get("job_state") or "PENDING")
+    return Phase("Ray job", _PHASE_STATES.get(job_state, "pending"),
+                 f"{ray['submission_id']} {job_state} on the local head {ray.get('dashboard')} "
+                 f"({ray.get('num_cpus')} CPUs, temp root {ray.get('temp_root')})")
 
 
 def job_env(plan_env: Mapping[str, str], attempt_env: Mapping[str, str]) -> dict[str, str]:

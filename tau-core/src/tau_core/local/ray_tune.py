@@ -99,10 +99,11 @@ def _record(results: Any, metric: str) -> None:
 
 
 def main() -> None:
-    import ray
-    from ray import tune
-    from ray.train import RunConfig, ScalingConfig
-    from ray.tune.integration.ray_train import TuneReportCallback
+    # Ray's own annotations are partial: its objects are Any here
+    ray: Any = importlib.import_module("ray")
+    tune: Any = importlib.import_module("ray.tune")
+    ray_train: Any = importlib.import_module("ray.train")
+    report_callback: Any = importlib.import_module("ray.tune.integration.ray_train").TuneReportCallback
 
     ray.init(address="auto")
     train = _train_function(_load_module())
@@ -114,16 +115,16 @@ def main() -> None:
     def trial(config: dict[str, Any]) -> None:
         if workers == 1 and os.environ.get("TAU_DIST_BACKEND") != "nccl":
             # one CPU worker: run the loop in the trial itself, its ray.train.report going to Tune
-            import ray.train
-
-            ray.train.report = tune.report  # type: ignore[assignment]
+            ray_train.report = tune.report
             train(config.get("train_loop_config", {}))
             return
         trainer = trainer_class(
             train, train_loop_config=config.get("train_loop_config", {}),
-            scaling_config=ScalingConfig(num_workers=workers, use_gpu=os.environ.get("TAU_DIST_BACKEND") == "nccl"),
-            run_config=RunConfig(name=f"trial-{tune.get_context().get_trial_id()}", callbacks=[TuneReportCallback()],
-                                 storage_path=f"{storage}/tune/train" if storage else None),
+            scaling_config=ray_train.ScalingConfig(num_workers=workers,
+                                                   use_gpu=os.environ.get("TAU_DIST_BACKEND") == "nccl"),
+            run_config=ray_train.RunConfig(name=f"trial-{tune.get_context().get_trial_id()}",
+                                           callbacks=[report_callback()],
+                                           storage_path=f"{storage}/tune/train" if storage else None),
         )
         trainer.fit()
 
@@ -139,7 +140,7 @@ def main() -> None:
         ),
         run_config=tune.RunConfig(storage_path=f"{storage}/tune/runs" if storage else None),
     )
-    results = tuner.fit()
+    results: Any = tuner.fit()
     print("Number of trials", len(results))
     best = results.get_best_result()
     print("Best config", best.config.get("train_loop_config"))
