@@ -144,41 +144,35 @@ def test_example_runs_as_written_with_the_driver_log_followed(local: Local) -> N
     assert token.read_text().strip() not in local.log(run) + json.dumps(local.record(run))
 
 
-def test_a_failing_job_reports_its_exit_code_and_an_injected_preemption_is_retried(local: Local) -> None:
+def test_an_injected_preemption_is_retried_on_the_same_head_and_a_failure_reports_its_exit_code(local: Local) -> None:
+    """One run, one head: attempt 1 is killed from outside tau (Preempted, retried), attempt 2 exits 7."""
     project = local.project("""
         import os, signal, sys
         attempt = os.environ.get("TAU_RETRY_ATTEMPT")
-        print("attempt", attempt, "output", os.environ["TAU_OUTPUT_DIR"], "flavour", os.environ["FLAVOUR"], flush=True)
-        if os.environ["FLAVOUR"] == "fail":
-            sys.exit(7)
+        print("attempt", attempt, "flavour", os.environ["FLAVOUR"], "output", os.environ["TAU_OUTPUT_DIR"], flush=True)
         if attempt is None:
             os.kill(os.getpid(), signal.SIGTERM)  # injected: the driver is killed from outside tau
-        open(os.path.join(os.environ["TAU_OUTPUT_DIR"], "done.txt"), "w").write("ok after " + attempt)
-    """, runtime={"env": {"FLAVOUR": "fail"}})
-    failed = local.submit(project)
-    doc = local.wait(failed)
+        open(os.path.join(os.environ["TAU_OUTPUT_DIR"], "attempt.txt"), "w").write("reached attempt " + attempt)
+        sys.exit(7)
+    """, runtime={"env": {"FLAVOUR": "vanilla"}},
+        resilience={"max_retries": 1, "retry_on": ["Preempted"], "backoff_initial": "1s"})
+    run = local.submit(project)
+    doc = local.wait(run)
     assert not doc["succeeded"] and doc["failure"] == "Unknown", doc
-    assert f"Ray job {failed}-a1 FAILED (exit code 7)" in doc["message"], doc
-    assert phases(doc)["Ray job"][0] == "warning" and "FAILED" in phases(doc)["Ray job"][1]
-    assert local.record(failed)["exit_code"] == 7
-    assert "attempt None output " in local.log(failed) and "flavour fail" in local.log(failed)
-
-    cfg = json.loads((project / "tau" / "job.yaml").read_text())
-    cfg["runtime"]["env"]["FLAVOUR"] = "preempt"
-    cfg["resilience"] = {"max_retries": 1, "retry_on": ["Preempted"], "backoff_initial": "1s"}
-    (project / "tau" / "job.yaml").write_text(json.dumps(cfg))
-    retried = local.submit(project)
-    doc = local.wait(retried)
-    assert doc["succeeded"], doc
-    attempts = local.record(retried)["attempts"]
-    assert [a["state"] for a in attempts] == ["Failed", "Succeeded"], attempts
-    assert attempts[0]["reason"] == "Preempted" and "SIGTERM" in attempts[0]["message"], attempts[0]
-    assert [a["ray_job"]["submission_id"] for a in attempts] == [f"{retried}-a1", f"{retried}-a2"]
-    listing = json.loads(local.tau("run", "get", retried, "-o", "json").stdout)
-    assert "done.txt" in json.dumps(listing), listing
-    raw = subprocess.run([TAU, "run", "get", retried, "--artifact", "done.txt", "-o", "raw"], env=local.env,
+    assert f"Ray job {run}-a2 FAILED (exit code 7)" in doc["message"], doc
+    assert phases(doc)["Ray job"][0] == "warning" and f"{run}-a2 FAILED" in phases(doc)["Ray job"][1], doc
+    record = local.record(run)
+    assert record["exit_code"] == 7 and [a["state"] for a in record["attempts"]] == ["Failed", "Failed"]
+    first, second = record["attempts"]
+    assert first["reason"] == "Preempted" and "SIGTERM" in first["message"], first
+    assert second["reason"] == "Unknown" and second["exit_code"] == 7, second
+    assert [a["ray_job"]["submission_id"] for a in record["attempts"]] == [f"{run}-a1", f"{run}-a2"]
+    log = local.log(run)
+    assert "attempt None flavour vanilla output " in log and "attempt 1 flavour vanilla output " in log
+    assert log.count("[tau] starting a local Ray head") == 1, log  # the retry reused the run's head
+    raw = subprocess.run([TAU, "run", "get", run, "--artifact", "attempt.txt", "-o", "raw"], env=local.env,
                          capture_output=True, text=True, timeout=60)
-    assert raw.stdout == "ok after 1", raw
+    assert raw.stdout == "reached attempt 1", raw
 
 
 def test_cancel_stops_the_job_then_the_head(local: Local) -> None:
