@@ -247,3 +247,20 @@ def test_a_killed_supervisor_takes_its_head_and_driver_along(local: Local) -> No
     assert local.status(run)["terminal"]  # status notices the lost supervisor
     local.tau("run", "cancel", run, "--timeout", "30s")
     assert not Path(record["ray"]["temp_root"]).exists()
+
+
+def test_cancel_while_the_head_starts_leaves_nothing_behind(local: Local) -> None:
+    project = local.project("print('never')\n")
+    run = local.submit(project)
+    deadline = time.monotonic() + 60
+    while "[tau] starting a local Ray head" not in local.log(run):  # the head is on its way up
+        assert time.monotonic() < deadline, local.log(run)
+        time.sleep(0.05)
+    local.tau("run", "cancel", run, "--timeout", "60s")
+    record = local.record(run)
+    assert record["state"] == "Cancelled", record
+    log = local.log(run)
+    assert "[tau] cancelled while the local Ray head was starting" in log and "never" not in log.splitlines(), log
+    assert local_ray.head_processes(local.home / "runs" / run) == []
+    temp_root = local.log(run).split("temp root ", 1)[1].split()[0]
+    assert not Path(temp_root).exists(), temp_root

@@ -192,8 +192,13 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_head(run_path: Path, num_cpus: int, say: Callable[[str], None]) -> RayHead:
-    """Start the run's Ray head and wait until its Jobs API answers."""
+class HeadStartCancelled(RuntimeError):
+    pass
+
+
+def start_head(run_path: Path, num_cpus: int, say: Callable[[str], None],
+               cancelled: Callable[[], bool] = lambda: False) -> RayHead:
+    """Start the run's Ray head and wait until its Jobs API answers (or ``cancelled()``)."""
     if not ray_installed():
         raise RuntimeError(f"engine: rayjob needs Ray, which is not installed ({RAY_INSTALL})")
     token_file = run_path / TOKEN_FILE
@@ -223,19 +228,21 @@ def start_head(run_path: Path, num_cpus: int, say: Callable[[str], None]) -> Ray
                    gcs_port=port, token_file=token_file, num_cpus=num_cpus)
     say(f"starting a local Ray head: Jobs API {head.dashboard}, {num_cpus} CPUs, temp root {temp_root}")
     try:
-        _wait_ready(head, run_path / HEAD_LOG)
+        _wait_ready(head, run_path / HEAD_LOG, cancelled)
     except BaseException:
         stop_head(head)
         raise
     return head
 
 
-def _wait_ready(head: RayHead, log: Path) -> None:
+def _wait_ready(head: RayHead, log: Path, cancelled: Callable[[], bool]) -> None:
     import urllib.request
 
     headers = {"Authorization": f"Bearer {head.token_file.read_text().strip()}"}
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
+        if cancelled():
+            raise HeadStartCancelled("cancelled while the local Ray head was starting")
         if head.proc.poll() is not None:
             raise RuntimeError(f"the local Ray head exited with code {head.proc.returncode} (see {log})")
         try:

@@ -41,7 +41,7 @@ def ensure_head(sup: Supervisor) -> local_ray.RayHead:
     ray_plan = sup.plan["ray"]
     if ray_plan.get("pip"):
         sup.log.tau(local_ray.pip_note(ray_plan["pip"]))
-    head = local_ray.start_head(sup.run.path, int(ray_plan["num_cpus"]), sup.log.tau)
+    head = local_ray.start_head(sup.run.path, int(ray_plan["num_cpus"]), sup.log.tau, sup._cancel_asked)
     sup.ray_head = head
     sup.run.update(lambda r: r.update(ray=head.record()))
     return head
@@ -97,6 +97,9 @@ def run_attempt(sup: Supervisor, info: dict[str, Any], env: dict[str, str]) -> d
     """Submit this attempt as a Ray job, follow it to the end; the attempt's record entry."""
     try:
         head = ensure_head(sup)
+    except local_ray.HeadStartCancelled as exc:
+        sup.log.tau(str(exc))
+        return {**_failed(info, str(exc)), "state": "Cancelled"}
     except RuntimeError as exc:
         sup.log.tau(str(exc))
         return _failed(info, str(exc))
