@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tau_core.local import oom
@@ -220,10 +219,3 @@ def _outcome(sup: Supervisor, client: Any, submission_id: str, info: dict[str, A
                 ray_job={"submission_id": submission_id, "state": state})
     return info
 
-
-def is_rayjob(plan: dict[str, Any]) -> bool:
-    return plan.get("engine") == "rayjob" and isinstance(plan.get("ray"), dict) and "entrypoint" in plan["ray"]
-
-
-def token_path(run_path: Path) -> Path:
-    return run_path / local_ray.TOKEN_FILE
