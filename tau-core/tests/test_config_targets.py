@@ -188,6 +188,15 @@ def test_snapshot_requires_client_dry_run(tmp_path: Path) -> None:
         resolve_run(RunOptions(config=cfg, cwd=root, dry_run="server", env={}))
 
 
+def test_a_local_run_may_keep_the_snapshot(tmp_path: Path) -> None:
+    """--local places nothing through the workload profile, so examples with a snapshot run as written."""
+    root = repo(tmp_path)
+    write(root / "profiles.snapshot.yaml", snapshot_text(PROFILES))
+    cfg = write(root / "tau.yaml", SNAP_CFG)
+    res = resolve_run(RunOptions(config=cfg, cwd=root, local=True, env={}))
+    assert res.request.context["local"] is True
+
+
 @pytest.mark.parametrize("text, message", [
     (snapshot_text(PROFILES, set_hash="sha256:" + "0" * 64), "does not match"),
     (snapshot_text(PROFILES, observed=6), "stale snapshot"),

@@ -330,6 +330,10 @@ def test_env_secret_and_rayjob_fail_with_clear_errors(local: Local) -> None:
     cfg = json.loads((ray / "tau" / "job.yaml").read_text())
     cfg["compute"] = {"workers": 1, "gpus_per_worker": 0}
     (ray / "tau" / "job.yaml").write_text(json.dumps(cfg))
+    no_ray = local.root / "no-ray"  # Ray is installed here: hide it as a machine without the extra would
+    no_ray.mkdir()
+    (no_ray / "sitecustomize.py").write_text("import sys\nsys.modules['ray'] = None\n")
+    local.env["PYTHONPATH"] = str(no_ray) + os.pathsep + local.env.get("PYTHONPATH", "")
     proc = local.tau("run", "job", "--local", cwd=ray, check=False)
     assert proc.returncode == 1 and "pip install 'tau[ray]'" in proc.stderr, proc.stderr
 

@@ -234,7 +234,8 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
                           "managed workflows are rendered by the Python SDK path, not by direct tau run",
                           hint="run it with tau python, or remove workflow.file to submit a direct config")
     snapshot = cfg["policy"]["workload_profile_snapshot"]
-    if snapshot and dry_run != "client":
+    # a local run places nothing through the workload profile, so a snapshot is no obstacle to --local
+    if snapshot and dry_run != "client" and not options.local:
         raise ConfigError("policy.workload_profile_snapshot requires --dry-run=client; snapshots cannot be used for "
                           "server dry-run or apply",
                           hint="remove the snapshot to resolve the live workload profile, or add --dry-run=client")

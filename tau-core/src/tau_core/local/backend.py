@@ -178,6 +178,10 @@ class LocalBackend:
         notes = [f"local run {run_id} started", f"output: {plan['output_dir']}"]
         if request.config.get("runtime", {}) and (request.config.get("runtime") or {}).get("image"):
             notes.append("runtime.image is not used locally: the run uses this Python environment")
+        if plan["engine"] == "rayjob" and plan["ray"]["pip"]:
+            from tau_core.local.ray import pip_note
+
+            notes.append(pip_note(plan["ray"]["pip"]))
         return SubmitResult(ref=RunRef(name=run_id, backend=BACKEND), created=True, message="; ".join(notes))
 
     def _spawn(self, run: RunDir, env: Mapping[str, str]) -> None:
@@ -351,6 +355,10 @@ class LocalBackend:
             child = record.get("child") or {}
             if child.get("pgid") and oom.alive(child.get("pid"), child.get("start_ticks")):
                 _killpg(int(child["pgid"]), signal.SIGKILL)  # an orphan of a lost supervisor
+            if record.get("ray"):  # what is left of a lost supervisor's Ray head, job drivers included
+                from tau_core.local import ray as local_ray
+
+                local_ray.clean_up_after(run.path, record["ray"])
             return
         grace = max(0.5, min(10.0, timeout / 2))
         write_json_atomic(run.cancel_file, {"requested_at": now_iso(), "grace_seconds": grace})
@@ -542,6 +550,11 @@ def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) 
     else:
         phases.append(Phase("Started", "pending", "waiting for the supervisor"))
 
+    from tau_core.local.ray import status_phase
+
+    ray_phase = status_phase(record.get("ray"))
+    if ray_phase is not None:
+        phases.append(ray_phase)
     child = record.get("child") or {}
     if state == "Running":
         phases.append(Phase("Running", "active", f"attempt {attempt}/{max_attempts}, pid {child.get('pid')}",

@@ -188,6 +188,17 @@ def _history(config: Mapping[str, Any]) -> list[str]:
     return [str(h) for h in history if str(h).strip()]
 
 
+def _ray_plan(request: SubmitRequest, config: Mapping[str, Any], cfg_dir: Path, entry: Path,
+              engine: str) -> dict[str, Any] | None:
+    if engine != "rayjob":
+        return None
+    from tau_core.local import ray as local_ray
+
+    return local_ray.plan_ray(lambda field: get(config, field), target=str(request.name or "run"),
+                              python=sys.executable or "python3", cwd=_working_dir(config, cfg_dir, engine),
+                              argv=_argv(config, entry, engine), entry=entry)
+
+
 def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The supervisor's instructions for ``request``; raises :class:`ConfigError` for what cannot run here."""
     env = os.environ if env is None else env
@@ -195,10 +206,10 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
     _refuse(config)
     engine = _engine(config)
     if engine == "rayjob":
-        import importlib.util
+        from tau_core.local import ray as local_ray
 
-        if importlib.util.find_spec("ray") is None:
-            raise ConfigError("engine: rayjob runs its driver against a local Ray, and Ray is not installed",
+        if not local_ray.ray_installed():
+            raise ConfigError("engine: rayjob runs its driver on a local Ray head, and Ray is not installed",
                               hint=f"install the Ray extra: {RAY_INSTALL}")
     cfg_dir = config_dir(request)
     entry_text = _entrypoint(config)
@@ -271,8 +282,7 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
         "staging_root": str(hot / "tau-output" / run_id),
         "history": _history(config),
         "experiment": experiment,
-        "ray": ({"num_cpus": get(config, "compute.cpu_limit") or get(config, "compute.cpu_request")}
-                if engine == "rayjob" else None),
+        "ray": _ray_plan(request, config, cfg_dir, entry, engine),
         "retry": {
             "max_retries": max_retries,
             "retry_on": [str(r) for r in retry_on],

@@ -94,6 +94,7 @@ class Supervisor:
         self.bridge: Any = None
         self._evidence_stop = threading.Event()
         self._evidence_attempt = 1
+        self.ray_head: Any = None  # tau_core.local.ray.RayHead of an engine: rayjob run, once started
 
     # -- signals ---------------------------------------------------------------------------
     def _on_term(self, signum: int, _frame: Any) -> None:
@@ -168,20 +169,23 @@ class Supervisor:
         info: dict[str, Any] = {"attempt": attempt, "started_at": now_iso(), "resume_from": resume_from,
                                 "retry_reason": retry_reason, "publication_id": publication_id}
         self.log.tail.clear()  # MemoryError detection looks at this attempt's output only
-        head = f"attempt {attempt}/{max_attempts} starting: {' '.join(plan['argv'])} (cwd {plan['cwd']})"
+        what = (f"Ray job {plan['ray']['entrypoint']}" if plan.get("engine") == "rayjob"
+                else f"{' '.join(plan['argv'])} (cwd {plan['cwd']})")
+        head = f"attempt {attempt}/{max_attempts} starting: {what}"
         if resume_from:
             head += f"; TAU_RESUME_FROM={resume_from}"
         self.log.tau(head)
-        ray_head = None
         if plan.get("engine") == "rayjob":
-            from tau_core.local.ray import start_local_ray
+            from tau_core.local import ray_job
 
-            try:
-                ray_head, address = start_local_ray(self.run.path / "ray", plan.get("ray") or {}, self.log.tau)
-            except RuntimeError as exc:
-                return {**info, "finished_at": now_iso(), "state": "Failed", "reason": "Unknown",
-                        "message": str(exc), "exit_code": None, "signal": None, "peak_rss": 0}
-            env["RAY_ADDRESS"] = address
+            info = ray_job.run_attempt(self, info, env)
+        else:
+            info = self._process_attempt(info, env, limit, max_attempts)
+        return self._finish_attempt(info, output, staging, publication_id, max_attempts)
+
+    def _process_attempt(self, info: dict[str, Any], env: dict[str, str], limit: int | None,
+                         max_attempts: int) -> dict[str, Any]:
+        plan, attempt = self.plan, info["attempt"]
         try:
             proc = subprocess.Popen(
                 plan["argv"], cwd=plan["cwd"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -189,10 +193,6 @@ class Supervisor:
                 preexec_fn=(lambda: oom.set_address_space_limit(limit)) if limit else None,
             )
         except OSError as exc:
-            if ray_head is not None:
-                from tau_core.local.ray import stop_local_ray
-
-                stop_local_ray(ray_head)
             message = f"could not start {plan['argv'][0]}: {exc.strerror or exc}"
             self.log.tau(message)
             return {**info, "finished_at": now_iso(), "state": "Failed", "reason": "Unknown", "message": message,
@@ -228,17 +228,18 @@ class Supervisor:
         returncode = proc.returncode
         _killpg(proc.pid, signal.SIGKILL)  # leftovers of the group (daemonised grandchildren)
         reader.join(timeout=5)
-        if ray_head is not None:
-            from tau_core.local.ray import stop_local_ray
-
-            stop_local_ray(ray_head)
         memory_error = any(b"MemoryError" in line for line in self.log.tail)
         state, reason, message = oom.classify_exit(returncode, cancelled=term_sent is not None, oom_killed=oom_killed,
                                                    memory_error=memory_error, limit=limit, peak_rss=peak)
         info.update(finished_at=now_iso(), exit_code=returncode if returncode >= 0 else None,
                     signal=signal.Signals(-returncode).name if returncode < 0 and -returncode in signal.valid_signals()
                     else None, peak_rss=peak, state=state, reason=reason, message=message)
-        if state == "Succeeded" and staging is not None and publication_id:
+        return info
+
+    def _finish_attempt(self, info: dict[str, Any], output: Path, staging: Path | None, publication_id: str | None,
+                        max_attempts: int) -> dict[str, Any]:
+        attempt = info["attempt"]
+        if info["state"] == "Succeeded" and staging is not None and publication_id:
             from tau_core.local import publish
 
             try:
@@ -305,6 +306,10 @@ class Supervisor:
             attempt += 1
             retry_reason = reason
             resume_from = self.plan["checkpoint_path"]
+        if self.ray_head is not None:
+            from tau_core.local import ray_job
+
+            ray_job.stop(self)
         self._evidence_stop.set()
         if evidence_thread is not None:
             evidence_thread.join(timeout=30)
@@ -362,10 +367,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if os.environ.get("TAU_LOCAL_SUPERVISOR_FOREGROUND") != "1" and os.fork() > 0:
         os._exit(0)  # the parent returns to the CLI at once; the child is adopted by init
+    supervisor = None
     try:
-        return Supervisor(run_dir).main()
+        supervisor = Supervisor(run_dir)
+        return supervisor.main()
     except Exception:
         text = _traceback()
+        if supervisor is not None and supervisor.ray_head is not None:
+            from tau_core.local import ray as local_ray
+
+            local_ray.stop_head(supervisor.ray_head)
         try:
             with open(run_dir.supervisor_log, "a", encoding="utf-8") as fh:
                 fh.write(f"{now_iso()} supervisor crashed:\n{text}\n")
