@@ -147,9 +147,9 @@ async def reconcile_local_queue(ctx: Ctx, workspace: str, target: str, queue: st
                 "metadata": {"name": queue, "namespace": target}, "spec": {"clusterQueue": queue}}
         if lq is None:
             await ensure_owned(ctx, LOCAL_QUEUE, workspace, body, ())
-        elif (lq.get("spec") or {}).get("clusterQueue") != queue:
-            await ensure_owned(ctx, LOCAL_QUEUE, workspace, dict(body, spec=dict(lq.get("spec") or {},
-                                                                                   clusterQueue=queue)), ("spec",))
+        elif (lq.get("spec") or {}).get("clusterQueue") != queue:  # immutable: recreate ours
+            await ctx.client.delete(LOCAL_QUEUE, target, queue, uid=lq["metadata"].get("uid"))
+            await ensure_owned(ctx, LOCAL_QUEUE, workspace, body, ())
         return True, "workspace LocalQueue and its ClusterQueue are reconciled", queue
     owner = (lq["metadata"].get("labels") or {}).get(keys.WORKSPACE)
     if owner and owner != workspace and is_owned(lq):
