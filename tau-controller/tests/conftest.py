@@ -30,13 +30,13 @@ def platform(sim_cluster_factory: Callable[..., Any]) -> Any:
 def controller_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Controller]]:
     started: list[Controller] = []
 
-    def start(cluster: Any, **options: Any) -> Controller:
-        path = cluster.write_kubeconfig(tmp_path_factory.mktemp("ctrl") / "kubeconfig")
+    def start(cluster: Any, *, user: str = "admin", wait_ready: bool = True, **options: Any) -> Controller:
+        path = cluster.write_kubeconfig(tmp_path_factory.mktemp("ctrl") / "kubeconfig", user=user)
         options.setdefault("health_address", "127.0.0.1:0")
         options.setdefault("metrics_address", "127.0.0.1:0")
         controller = Controller(Options(kubeconfig=str(path), **options))
         started.append(controller)
-        return controller.start_thread()
+        return controller.start_thread(wait_ready=wait_ready)
 
     yield start
     for controller in started:

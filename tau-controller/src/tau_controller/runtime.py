@@ -69,7 +69,9 @@ class Controller:
         self.queues = {kind: WorkQueue() for kind in self.reconcilers}
         self.ctx: Ctx | None = None
         self.servers: Servers | None = None
-        self.ready = threading.Event()
+        self.ready = threading.Event()  # kopf is running (this replica reconciles)
+        self.serving = threading.Event()  # health and metrics are up (a standby replica stops here)
+        self.elector: Any = None
         self.lost_leadership = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -90,10 +92,11 @@ class Controller:
         try:
             await self.servers.start(parse_address(opts.health_address, "--health-probe-bind-address"),
                                      parse_address(opts.metrics_address, "--metrics-bind-address"))
+            self.serving.set()
             if opts.leader_elect:
                 from tau_controller.leader import LeaderElector
 
-                elector = LeaderElector(session, opts, self.metrics, on_lost=self._leadership_lost)
+                elector = self.elector = LeaderElector(session, opts, self.metrics, on_lost=self._leadership_lost)
                 if not await elector.acquire(self._stop):
                     return
             workers = [asyncio.create_task(self._worker(kind, fn), name=f"tau-{kind}")
@@ -120,8 +123,9 @@ class Controller:
         if self._stop is not None:
             self._stop.set()
 
-    def start_thread(self, timeout: float = 30.0) -> Controller:
-        """Run in a background thread (tests, benchmarks); returns once kopf is ready."""
+    def start_thread(self, timeout: float = 30.0, wait_ready: bool = True) -> Controller:
+        """Run in a background thread (tests, benchmarks); returns once kopf is ready (or, with
+        ``wait_ready=False``, once health and metrics are served, e.g. for a standby replica)."""
         errors: list[BaseException] = []
 
         def main() -> None:
@@ -130,10 +134,11 @@ class Controller:
             except BaseException as exc:  # surfaced by start_thread/stop
                 errors.append(exc)
                 self.ready.set()
+                self.serving.set()
 
         self._thread = threading.Thread(target=main, name="tau-controller", daemon=True)
         self._thread.start()
-        if not self.ready.wait(timeout) or errors:
+        if not (self.ready if wait_ready else self.serving).wait(timeout) or errors:
             self.stop()
             raise RuntimeError(f"the controller did not start: {errors[0]!r}" if errors else "controller start timeout")
         return self
