@@ -182,6 +182,8 @@ async def reconcile_service_account(ctx: Ctx, ws: Mapping[str, Any], target: str
     try:
         await ensure_owned(ctx, SERVICE_ACCOUNT, ws["metadata"]["name"], body, ())
     except (NotOurs, KubeApiError) as exc:
+        if isinstance(exc, KubeApiError) and api.transient(exc):
+            raise
         return "False", "ServiceAccountNotReady", str(exc)
     return "True", "ServiceAccountReady", f"workload identity ServiceAccount {target}/{sa_name} is reconciled"
 

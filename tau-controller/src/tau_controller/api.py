@@ -72,6 +72,15 @@ def is_owned(obj: Mapping[str, Any] | None, workspace: str | None = None) -> boo
     return workspace is None or labels.get(keys.WORKSPACE) == workspace
 
 
+TRANSIENT_STATUS = (0, 409, 429, 500, 502, 503, 504)
+
+
+def transient(exc: KubeApiError) -> bool:
+    """An error worth a fast retry with backoff (conflict, throttling, server trouble, lost connection), rather
+    than a condition that waits for the next requeue."""
+    return exc.status in TRANSIENT_STATUS or type(exc).__name__ == "WriteOutcomeUnknown"
+
+
 Key = tuple[str, str, str]  # (plural, namespace or "", name)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tau_controller.api import NODE
+from tau_controller.api import NODE, transient
 from tau_controller.conditions import FALSE, TRUE, UNKNOWN, cond
 from tau_controller.context import Ctx, log
 from tau_core import keys
@@ -94,6 +94,8 @@ async def reconcile_nodes(ctx: Ctx, spec: Mapping[str, Any], reconcile: bool) ->
     try:
         nodes = await ctx.client.list(NODE, labels=selector, live=True)
     except KubeApiError as exc:
+        if transient(exc):
+            raise
         return NodeOutcome([cond("NodesReady", FALSE, "NodeDiscoveryFailed", str(exc)),
                             cond("DriftDetected", UNKNOWN, "NodeDiscoveryFailed", str(exc)),
                             cond("OwnershipConflict", FALSE, "NoConflictObserved", "no ownership conflict observed")],
@@ -118,6 +120,8 @@ async def reconcile_nodes(ctx: Ctx, spec: Mapping[str, Any], reconcile: bool) ->
                 await ctx.client.merge_patch(NODE, None, meta["name"], {"metadata": {"labels": missing}})
                 out.ready += 1
             except KubeApiError as exc:
+                if transient(exc):
+                    raise
                 errors.append(f"node {meta['name']}: {exc}")
         else:
             out.drifted += 1

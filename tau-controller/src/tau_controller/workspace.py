@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tau_controller import access
-from tau_controller.api import NAMESPACE, TAU_CLUSTER, WORKSPACE, is_owned
+from tau_controller.api import NAMESPACE, TAU_CLUSTER, WORKSPACE, is_owned, transient
 from tau_controller.conditions import FALSE, TRUE, UNKNOWN, cond, merge_conditions, status_equal
 from tau_controller.context import Ctx, ReconcileError, log
 from tau_core import keys
@@ -112,6 +112,8 @@ async def default_queue(ctx: Ctx, ws: Mapping[str, Any]) -> str:
     try:
         cluster = await ctx.client.get(TAU_CLUSTER, None, "cluster")
     except KubeApiError as exc:
+        if transient(exc):
+            raise
         raise StepFailed(f"spec.queue is empty and the TauCluster default is unavailable: {exc}") from exc
     if cluster is None:
         raise StepFailed("spec.queue is empty and the TauCluster default is unavailable: TauCluster \"cluster\" "
@@ -152,6 +154,8 @@ async def _reconcile_primary(ctx: Ctx, ws: dict[str, Any], items: list[dict[str,
         try:
             await access.prune_stale(ctx, ws, target, mode)
         except KubeApiError as exc:
+            if transient(exc):
+                raise
             conditions["DriftDetected"] = cond("DriftDetected", TRUE, "RBACCleanupFailed", str(exc))
     status["phase"] = phase(conditions)
     order = ("RBACReady", "QueueReady", "WorkloadIdentityReady", "DriftDetected")
@@ -173,6 +177,8 @@ async def _rbac_step(ctx: Ctx, ws: Mapping[str, Any], target: str, mode: str) ->
     try:
         await access.reconcile_rbac(ctx, ws, target)
     except (access.NotOurs, ValueError, KubeApiError) as exc:
+        if isinstance(exc, KubeApiError) and transient(exc):
+            raise
         return cond("RBACReady", FALSE, "AuthorizationNotReady", str(exc))
     if mode == "cluster-wide":
         return cond("RBACReady", TRUE, "ExistingClusterAuthorization", "workspace relies on pre-existing cluster "
@@ -186,10 +192,14 @@ async def _queue_step(ctx: Ctx, name: str, target: str, queue: str,
     try:
         ready, message, cq = await access.reconcile_local_queue(ctx, name, target, queue)
     except (access.NotOurs, KubeApiError) as exc:
+        if isinstance(exc, KubeApiError) and transient(exc):
+            raise
         ready, message, cq = False, str(exc), ""
     try:
         await access.prune_local_queues(ctx, name, (target, queue))
     except KubeApiError as exc:
+        if transient(exc):
+            raise
         conditions["DriftDetected"] = cond("DriftDetected", TRUE, "QueueCleanupFailed", str(exc))
     queue_status = {"localQueue": queue, "clusterQueue": cq} if ready else {}
     if ready:
@@ -203,12 +213,16 @@ async def _namespace_step(ctx: Ctx, ws: Mapping[str, Any], items: list[dict[str,
     try:
         await ensure_namespace(ctx, ws, items, target, queue)
     except (StepFailed, KubeApiError) as exc:
+        if isinstance(exc, KubeApiError) and transient(exc):
+            raise
         return cond("DriftDetected", TRUE, "NamespaceReconcileFailed", str(exc))
     previous = str(((ws.get("status") or {}).get("target") or {}).get("resolvedNamespace") or "")
     if previous and previous != target and not reserved_reason(previous, ctx.system_namespace):
         try:
             await release_namespace(ctx, ws["metadata"]["name"], previous)
         except KubeApiError as exc:
+            if transient(exc):
+                raise
             return cond("DriftDetected", TRUE, "NamespaceCleanupFailed", str(exc))
     return cond("DriftDetected", FALSE, "NoDrift", "target namespace is reconciled")
 
