@@ -83,6 +83,8 @@ def tests(session: nox.Session) -> None:
     install_all(session)
     prepare_machine(session)
     session.run("pytest", "-p", "no:cacheprovider", *session.posargs)
+    for name in EXAMPLES:
+        session.notify(f"example({name})")
 
 
 _ISOLATED = sorted(n for n in distributions() if n not in {"tau-core", "tau-testing", "tau"})
@@ -96,6 +98,19 @@ def dist(session: nox.Session, dist: str) -> None:
     path = dists[dist]
     session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]), *spec(path))
     prepare_machine(session)
+    session.run("pytest", "-p", "no:cacheprovider", str(path / "tests"), *session.posargs)
+
+
+#: example distributions (examples/*/pyproject.toml); each is tested on its own with only tau-core installed
+EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*") if _project(p))
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("example", EXAMPLES, ids=EXAMPLES)
+def example(session: nox.Session, example: str) -> None:
+    """An example distribution's own tests, with only it and tau-core installed (isolation proves it stands alone)."""
+    path = ROOT / "examples" / example
+    session.install("pytest>=8", *spec(distributions()["tau-core"]), *spec(path))
     session.run("pytest", "-p", "no:cacheprovider", str(path / "tests"), *session.posargs)
 
 

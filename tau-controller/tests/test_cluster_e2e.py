@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from ctrl_platform import workspace
 
 from tau_core import keys
 from tau_core.gpu_catalog import node_label_rules
+
+pytestmark = pytest.mark.realclock  # the controller runs in real time
 
 TAU = keys.API_VERSION
 

@@ -11,11 +11,14 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner
 from ctrl_platform import workspace
 
 from tau_controller.cli import main
 from tau_core import keys
+
+pytestmark = pytest.mark.realclock  # the controller runs in real time
 
 
 def _free_port() -> int:

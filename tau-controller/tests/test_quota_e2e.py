@@ -12,6 +12,8 @@ from ctrl_platform import workspace
 from tau_core import keys
 from tau_core.kube import KubeApiError, KubeSession, run
 
+pytestmark = pytest.mark.realclock  # the controller runs in real time
+
 REPO = Path(__file__).resolve().parents[2]
 TAU = keys.API_VERSION
 SYSNS = "tau-system"

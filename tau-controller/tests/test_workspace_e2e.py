@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from ctrl_platform import QUEUE, workspace
 
 from tau_core import keys
 from tau_testing.sim.scenarios.taugrid import SYSTEM_NAMESPACE
+
+pytestmark = pytest.mark.realclock  # the controller runs in real time
 
 TAU = keys.API_VERSION
 
