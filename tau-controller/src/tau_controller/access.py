@@ -130,8 +130,10 @@ async def reconcile_rbac(ctx: Ctx, ws: Mapping[str, Any], target: str) -> None:
                                                          reader_name(name), [_subject(spec, sysns)]), compare)
 
 
-async def delete_owned(ctx: Ctx, kind: Kind, namespace: str | None, name: str, workspace: str) -> None:
-    existing = await ctx.client.get(kind, namespace, name)
+async def delete_owned(ctx: Ctx, kind: Kind, namespace: str | None, name: str, workspace: str,
+                       live: bool = True) -> None:
+    """Delete our object of that name (``live=False``: only if the watch cache knows it)."""
+    existing = await ctx.client.get(kind, namespace, name) if live else ctx.client.cache.get(kind, namespace, name)
     if existing is not None and is_owned(existing, workspace):
         await ctx.client.delete(kind, namespace, name, uid=existing["metadata"].get("uid"))
 
@@ -205,16 +207,19 @@ async def prune_stale(ctx: Ctx, ws: Mapping[str, Any], target: str, rbac_mode: s
             await ctx.client.delete(kind, ns, meta["name"], uid=meta.get("uid"))
 
 
-async def cleanup_access(ctx: Ctx, workspace: str) -> None:
-    """``cleanupWorkspaceAccess``: every grant and queue of the workspace; namespaces and data are retained."""
+async def cleanup_access(ctx: Ctx, workspace: str, *, live: bool = True) -> None:
+    """``cleanupWorkspaceAccess``: every grant and queue of the workspace; namespaces and data are retained.
+
+    ``live=False`` lists from the watch cache (the periodic re-check of a blocked workspace); the finalizer lists
+    from the API server so that nothing is left behind."""
     for kind in (ROLE, ROLE_BINDING, SERVICE_ACCOUNT):
-        for obj in await ctx.client.list(kind, labels=owned_labels(workspace), live=True):
+        for obj in await ctx.client.list(kind, labels=owned_labels(workspace), live=live):
             meta = obj["metadata"]
             if meta.get("namespace") != ctx.system_namespace:
                 await ctx.client.delete(kind, meta.get("namespace"), meta["name"], uid=meta.get("uid"))
-    await delete_owned(ctx, CLUSTER_ROLE_BINDING, None, clusterqueue_reader_name(workspace), workspace)
-    for lq in await ctx.client.list(LOCAL_QUEUE, labels=owned_labels(workspace), live=True):
+    await delete_owned(ctx, CLUSTER_ROLE_BINDING, None, clusterqueue_reader_name(workspace), workspace, live)
+    for lq in await ctx.client.list(LOCAL_QUEUE, labels=owned_labels(workspace), live=live):
         meta = lq["metadata"]
         await ctx.client.delete(LOCAL_QUEUE, meta.get("namespace"), meta["name"], uid=meta.get("uid"))
-    await delete_owned(ctx, ROLE_BINDING, ctx.system_namespace, reader_name(workspace), workspace)
-    await delete_owned(ctx, ROLE, ctx.system_namespace, reader_name(workspace), workspace)
+    await delete_owned(ctx, ROLE_BINDING, ctx.system_namespace, reader_name(workspace), workspace, live)
+    await delete_owned(ctx, ROLE, ctx.system_namespace, reader_name(workspace), workspace, live)

@@ -95,7 +95,7 @@ async def reconcile_workspace(ctx: Ctx, name: str) -> float | None:
 async def _block(ctx: Ctx, ws: dict[str, Any], primary: str, target: str) -> float:
     """Step 5: the single-active-workspace rule."""
     name = ws["metadata"]["name"]
-    await access.cleanup_access(ctx, name)
+    await access.cleanup_access(ctx, name, live=False)
     message = f"TauGrid v0 activates one workspace; {primary!r} is primary and {name!r} is blocked"
     conditions = [cond("RBACReady", FALSE, BLOCKED, message), cond("QueueReady", FALSE, BLOCKED, message),
                   cond("DriftDetected", *NO_DRIFT)]
