@@ -26,6 +26,7 @@ from ctrl_platform import install_platform, workspace  # noqa: E402
 
 from tau_controller.runtime import Controller, Options  # noqa: E402
 from tau_core import keys  # noqa: E402
+from tau_core.kube import KubeSession, run  # noqa: E402
 from tau_testing.sim import SimCluster  # noqa: E402
 from tau_testing.sim.controllers import install_default_controllers  # noqa: E402
 
@@ -59,6 +60,13 @@ def _wait(predicate: Any, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
+async def _roundtrip(path: str) -> None:
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe", "namespace": "tau-system"}}
+    async with await KubeSession.connect(kubeconfig=path) as s:
+        await s.create("/api/v1/namespaces/tau-system/configmaps", body)
+        await s.get("/api/v1/namespaces/tau-system/configmaps/probe")
+
+
 def time_to_ready(tmp: Path, runs: int = 3) -> tuple[list[float], list[float]]:
     ready, baseline = [], []
     for i in range(runs):
@@ -70,16 +78,7 @@ def time_to_ready(tmp: Path, runs: int = 3) -> tuple[list[float], list[float]]:
             _wait(lambda c=cluster: _phase(c, "aurora") == "Ready")
             ready.append(time.monotonic() - started)
             started = time.monotonic()
-            body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe", "namespace": "tau-system"}}
-            controller.ctx.client.session  # noqa: B018  (the same HTTP stack the controller uses)
-            from tau_core.kube import KubeSession, run
-
-            async def roundtrip(path: str = str(tmp / f"r{i}" / "kubeconfig")) -> None:
-                async with await KubeSession.connect(kubeconfig=path) as s:
-                    await s.create("/api/v1/namespaces/tau-system/configmaps", body)
-                    await s.get("/api/v1/namespaces/tau-system/configmaps/probe")
-
-            run(roundtrip)
+            run(_roundtrip, str(tmp / f"r{i}" / "kubeconfig"))  # the same HTTP stack the controller uses
             baseline.append(time.monotonic() - started)
         finally:
             controller.stop()
@@ -160,13 +159,14 @@ def _rss(cluster: SimCluster, tmp: Path) -> dict[str, float]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ready, baseline = time_to_ready(Path(tmp))
-        print(f"time to Ready:           median {statistics.median(ready):.3f} s (runs {', '.join(f'{r:.3f}' for r in ready)}); "
+        runs = ", ".join(f"{r:.3f}" for r in ready)
+        print(f"time to Ready:           median {statistics.median(ready):.3f} s (runs {runs}); "
               f"target <= 2 s; baseline create+get round trip {statistics.median(baseline) * 1000:.1f} ms")
         figures = steady_state(Path(tmp))
         print(f"requests per resync:     Ready workspace {figures['ready_resync']}, blocked workspace "
               f"{figures['blocked_resync']}; target <= 10")
-        print(f"steady state, 50 ws:     ~{figures['per_minute']:.0f} requests/min (1 Ready every 5 min, 49 blocked every "
-              f"30 s, {figures['watches']} watch streams renewed every 5 min)")
+        print(f"steady state, 50 ws:     ~{figures['per_minute']:.0f} requests/min (1 Ready every 5 min, "
+              f"49 blocked every 30 s, {figures['watches']} watch streams renewed every 5 min)")
         print(f"RSS, 50 ws + 200 nodes:  {figures['rss_mb']:.0f} MB; target <= 150 MB; baseline (imports only) "
               f"{figures['baseline_rss_mb']:.0f} MB")
 
