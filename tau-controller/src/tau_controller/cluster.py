@@ -14,6 +14,7 @@ from tau_controller.nodes import reconcile_nodes
 from tau_controller.profiles import MULTIKUEUE_CONTROLLER, resolve_all
 from tau_controller.workspace import write_status
 from tau_core.kube import KubeApiError
+from tau_core.retry import RETRY_CAPABILITY
 
 RESYNC = 600.0
 SINGLETON = "cluster"
@@ -100,6 +101,9 @@ async def reconcile_cluster(ctx: Ctx, name: str) -> float | None:
                   cond("WorkspacesReady", UNKNOWN, "ObservationPending", "workspace aggregation is not enabled"),
                   cond("DeletionBlocked", FALSE, "NoDeletionBlock",
                        "node labels are retained when TauCluster is deleted")]
+    if ctx.server_side_retry:
+        conditions.append(cond(RETRY_CAPABILITY, TRUE, "ControllerRetries", "the Tau controller resubmits failed "
+                               "runs stamped tau.azure.com/retry-owner: controller", generation))
     if reconcile:
         phase = "Ready" if nodes_ready and not nodes.failed else ("Degraded" if nodes.failed else "Pending")
         conditions += [cond("ObserveOnly", FALSE, "ReconcileMode", "managementMode is Reconcile"),

@@ -25,6 +25,10 @@ class Ctx:
     system_namespace: str = "tau-system"
     #: recent Events, for tests and debugging (bounded)
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: state reconcilers keep between runs (e.g. when a failure was first seen); lost on restart by design
+    memo: dict[str, Any] = field(default_factory=dict)
+    #: this controller resubmits runs stamped ``retry-owner: controller`` (advertised in TauCluster status)
+    server_side_retry: bool = False
 
     async def event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
         """Record a core/v1 Event about ``obj`` (best effort: a failure is logged, never raised)."""

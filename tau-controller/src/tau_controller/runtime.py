@@ -21,6 +21,9 @@ from tau_controller import api
 from tau_controller.api import Cache, Client, Kind
 from tau_controller.context import Ctx
 from tau_controller.quota import reconcile_quota
+from tau_controller.retrying import KINDS as RETRY_KINDS
+from tau_controller.retrying import key_of as retry_key
+from tau_controller.retrying import reconcile_retry
 from tau_controller.serve import Metrics, Servers, parse_address
 from tau_controller.workqueue import WorkQueue
 from tau_controller.workspace import reconcile_workspace
@@ -85,7 +88,8 @@ class Controller:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         session = await KubeSession.connect(kubeconfig=opts.kubeconfig, context=opts.context)
-        self.ctx = Ctx(Client(session, self.cache, CACHED), opts.system_namespace)
+        self.ctx = Ctx(Client(session, self.cache, CACHED), opts.system_namespace,
+                       server_side_retry="retry" in self.reconcilers)
         self.servers = Servers(self.metrics, lambda: True)
         workers: list[asyncio.Task[None]] = []
         elector = None
@@ -268,6 +272,12 @@ class Controller:
             meta = obj.get("metadata") or {}
             return [("quota", str(meta.get("name")))] if meta.get("namespace") == sysns and etype != "DELETED" else []
 
+        def workloads(etype: str | None, obj: dict[str, Any]) -> Iterable[tuple[str, str]]:
+            key = retry_key(obj)
+            return [("retry", key)] if key and etype != "DELETED" else []
+
+        out[RETRY_KINDS["Job"]] = workloads
+        out[RETRY_KINDS["RayJob"]] = workloads
         out[api.WORKSPACE] = workspaces
         out[api.TAU_CLUSTER] = every_workspace
         out[api.CLUSTER_QUEUE] = every_workspace
@@ -285,7 +295,8 @@ class Controller:
 def default_reconcilers() -> dict[str, Reconciler]:
     from tau_controller.cluster import reconcile_cluster
 
-    return {"workspace": reconcile_workspace, "cluster": reconcile_cluster, "quota": reconcile_quota}
+    return {"workspace": reconcile_workspace, "cluster": reconcile_cluster, "quota": reconcile_quota,
+            "retry": reconcile_retry}
 
 
 def connection_info(configuration: Any) -> kopf.ConnectionInfo:

@@ -140,3 +140,7 @@ PSA_AUDIT: Final = "pod-security.kubernetes.io/audit"
 PSA_WARN: Final = "pod-security.kubernetes.io/warn"
 #: Leader-election Lease name (coordination.k8s.io) of the controller.
 CONTROLLER_LEASE: Final = "tau-core-controller.tau.azure.com"
+#: Who resubmits a failed run with ``resilience.max_retries > 0``: ``controller`` or ``cli`` (exactly one owner).
+RETRY_OWNER: Final = "tau.azure.com/retry-owner"
+#: The run's retry policy (JSON: maxRetries, retryOn, backoffInitialSeconds, backoffMaxSeconds, checkpointPath).
+RETRY_POLICY: Final = "tau.azure.com/retry-policy"

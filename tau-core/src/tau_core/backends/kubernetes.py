@@ -567,14 +567,23 @@ class KubernetesBackend:
         ``retry_on`` and the budget allow.  Interrupting the wait loses nothing: the run continues and
         its attempt count lives on the workload.
         """
-        result: SubmitResult = self._run(self.submit_async, request)
         dry_run = str(request.context.get("dry_run") or "")
         if dry_run or not request.context.get("auto_retry", True):
+            result: SubmitResult = self._run(self.submit_async, request)
             return result
+        from tau_core.backends import retry_owner
         from tau_core.retry import RetryPolicy
 
         policy = RetryPolicy.from_config(request.name, request.config)
-        if policy.enabled:
+        owner = self._run(retry_owner.read_owner) if policy.enabled and request.objects else None
+        if owner is not None:
+            retry_owner.stamp(request.objects[0], owner, policy)
+        result = self._run(self.submit_async, request)
+        if owner == retry_owner.OWNER_CONTROLLER:
+            from tau_core.output import info
+
+            retry_owner.follow(self, result.ref, policy, self.progress or info)
+        elif policy.enabled:
             self.supervise(result.ref, request, policy)
         return result
 
