@@ -169,3 +169,51 @@ def test_profiles_resolve_and_the_cli_renders_with_them(platform, controller_fac
     assert _published(platform)["profileSetHash"] != old_hash
     result = _dry_run(tau_cli, repo)
     assert result.exit_code == 0, result
+
+
+def test_multikueue_capability_follows_its_prerequisites(platform, controller):
+    kueue = "kueue.x-k8s.io/v1beta2"
+    platform.wait_for(lambda: _reason(platform, "MultiKueueReady") == "PrerequisitesNotReady", timeout=20)
+    assert _conditions(_cluster(platform))["MultiKueueReady"]["message"] == \
+        "no AdmissionCheck uses controller kueue.x-k8s.io/multikueue"
+    platform.store.create({"apiVersion": kueue, "kind": "MultiKueueCluster", "metadata": {"name": "worker-1"},
+                           "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
+                                                                     "location": "worker-1"}}}})
+    platform.store.create({"apiVersion": kueue, "kind": "MultiKueueConfig", "metadata": {"name": "mk"},
+                           "spec": {"clusters": ["worker-1"]}})
+    check = platform.store.create({"apiVersion": kueue, "kind": "AdmissionCheck", "metadata": {"name": "mk-check"},
+                                   "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                                            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig",
+                                                           "name": "mk"}}})
+    platform.wait_for(lambda: "AdmissionCheck 'mk-check' is not Active" in
+                      (_conditions(_cluster(platform)).get("MultiKueueReady") or {}).get("message", ""), timeout=20)
+    active = [{"type": "Active", "status": "True", "reason": "Active", "message": "",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    check["status"] = {"conditions": active}
+    platform.store.update_status(check)
+    platform.wait_for(lambda: "has no Active worker clusters" in
+                      (_conditions(_cluster(platform)).get("MultiKueueReady") or {}).get("message", ""), timeout=20)
+    worker = platform.store.get(kueue, "MultiKueueCluster", None, "worker-1")
+    worker["status"] = {"conditions": active}
+    platform.store.update_status(worker)
+    platform.wait_for(lambda: _reason(platform, "MultiKueueReady") == "Ready", timeout=20)
+
+
+def test_a_tau_cluster_not_named_cluster_is_refused(platform, controller):
+    platform.store.create({"apiVersion": TAU, "kind": "TauCluster", "metadata": {"name": "other"}, "spec": {}})
+    platform.wait_for(lambda: (platform.store.get(TAU, "TauCluster", None, "other").get("status") or {})
+                      .get("phase") == "Degraded", timeout=20)
+    ready = _conditions(platform.store.get(TAU, "TauCluster", None, "other"))["Ready"]
+    assert (ready["reason"], ready["message"]) == ("InvalidSingletonName", "TauCluster must be named cluster")
+
+
+def test_status_is_not_rewritten_when_nothing_changed(platform, controller):
+    platform.wait_for(lambda: _reason(platform, "Ready") is not None, timeout=20)
+    version = _cluster(platform)["metadata"]["resourceVersion"]
+    stamps = {c["type"]: c["lastTransitionTime"] for c in _cluster(platform)["status"]["conditions"]}
+    loop, before = controller._loop, controller.metrics.reconciles.labels("cluster", "success")._value.get()
+    loop.call_soon_threadsafe(controller.enqueue, "cluster", "cluster")
+    platform.wait_for(lambda: controller.metrics.reconciles.labels("cluster", "success")._value.get() > before,
+                      timeout=20)
+    assert _cluster(platform)["metadata"]["resourceVersion"] == version
+    assert {c["type"]: c["lastTransitionTime"] for c in _cluster(platform)["status"]["conditions"]} == stamps

@@ -120,3 +120,22 @@ def test_bind_addresses():
     assert parse_address("0", "--x") is None
     with pytest.raises(UsageError):
         parse_address("8080", "--x")
+
+
+def test_a_plugin_rule_that_disagrees_with_a_values_rule_is_a_conflict():
+    from tau_controller.nodes import declared_rules
+    from tau_core.gpu_catalog import find_conflicts, node_label_rules
+    from tau_core.hookspecs import hookimpl
+    from tau_core.plugins import Host
+
+    class Operator:
+        @hookimpl
+        def tau_register_gpu_class_rules(self, register):
+            register("acme", [{"match": {"vmSizes": ["Standard_ND96asr_v4"]},
+                               "labels": {keys.GPU_CLASS: "a100-80gb"}}])
+
+    host = Host.create(entry_points=False, extra_plugins=[("acme", Operator())], env={})
+    rules, errors = declared_rules({"nodes": {"labelRules": node_label_rules()}}, host)
+    assert errors == []
+    conflicts = find_conflicts(rules)
+    assert [(c.first.source, c.second.source) for c in conflicts] == [("spec.nodes.labelRules[6]", "acme")]

@@ -177,3 +177,25 @@ def test_platform_owned_local_queue_is_used_not_adopted(platform, controller):
     now = platform.store.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "aurora", QUEUE)
     assert now["metadata"]["uid"] == lq["metadata"]["uid"]  # neither replaced
     assert now["metadata"]["labels"] == {"owner": "gitops"} and now["spec"] == lq["spec"]  # nor relabelled
+
+
+def test_cluster_wide_authorization_grants_nothing_and_removes_our_bindings(platform, controller):
+    platform.store.create(workspace())
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
+    ws = _ws(platform, "aurora")
+    for key in ("principalRef", "kubernetesSubject", "role"):
+        ws["spec"].pop(key)
+    ws["spec"]["authorization"] = {"mode": "cluster-wide"}
+    platform.store.update(ws)
+    platform.wait_for(lambda: _conditions(platform, "aurora")["RBACReady"]["reason"] == "ExistingClusterAuthorization",
+                      timeout=20)
+    rbac = "rbac.authorization.k8s.io/v1"
+    platform.wait_for(lambda: platform.store.get(rbac, "RoleBinding", "aurora", "tau-researcher-v1") is None, timeout=20)
+    assert platform.store.get(rbac, "ClusterRoleBinding", None, "tau-clusterqueue-reader-aurora") is None
+    assert _phase(platform, "aurora") == "Ready"
+
+
+def test_empty_queue_defaults_from_the_tau_cluster(platform, controller):
+    platform.store.create(workspace(queue=None))
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
+    assert _ws(platform, "aurora")["status"]["queue"]["localQueue"] == QUEUE

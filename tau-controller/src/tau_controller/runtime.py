@@ -251,6 +251,11 @@ class Controller:
         def every_workspace(etype: str | None, obj: dict[str, Any]) -> Iterable[tuple[str, str]]:
             return [("cluster", SINGLETON), *(("workspace", n) for n in sorted(self._workspaces))]
 
+        def tau_clusters(etype: str | None, obj: dict[str, Any]) -> Iterable[tuple[str, str]]:
+            name = str((obj.get("metadata") or {}).get("name"))
+            keys_ = [("workspace", n) for n in sorted(self._workspaces)]  # queue defaulting reads the singleton
+            return [("cluster", name), *keys_] if etype != "DELETED" else keys_
+
         def singleton(etype: str | None, obj: dict[str, Any]) -> Iterable[tuple[str, str]]:
             return [("cluster", SINGLETON)]
 
@@ -279,7 +284,7 @@ class Controller:
         out[RETRY_KINDS["Job"]] = workloads
         out[RETRY_KINDS["RayJob"]] = workloads
         out[api.WORKSPACE] = workspaces
-        out[api.TAU_CLUSTER] = every_workspace
+        out[api.TAU_CLUSTER] = tau_clusters
         out[api.CLUSTER_QUEUE] = every_workspace
         out[api.QUOTA_REQUEST] = quota
         out[api.NAMESPACE] = by_label
