@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -125,3 +126,23 @@ def test_without_the_controller_the_cli_owns_the_retry_and_says_so(taugrid_facto
     assert "waiting for it to finish (automatic retry: up to 2 on Preempted)" in result.stderr
     job = scenario.cluster.store.get("batch/v1", "Job", "aurora", "solo")
     assert job["metadata"]["annotations"][keys.RETRY_OWNER] == "cli"
+
+
+def test_status_shows_the_coming_attempt_and_its_owner(live, tau_env, tau_cli):
+    cluster, _ = live
+    config = Path("tau/pre.yaml")
+    config.write_text(config.read_text().replace("backoff_initial: 0s", "backoff_initial: 10m"))
+    env = {k: v for k, v in {**os.environ, **tau_env}.items() if v is not None}
+    proc = subprocess.Popen([shutil.which("tau") or "tau", "run", "pre", "-n", "aurora"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cluster.wait_for(lambda: any(c["type"] == "Failed" and c["status"] == "True" for c in
+                                     ((_job(cluster) or {}).get("status") or {}).get("conditions") or []), timeout=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    result = tau_cli("run", "status", "pre", "-n", "aurora")
+    assert result.exit_code == 0, result
+    assert "Result: failed (Preempted)" in result.stdout
+    line = next(x for x in result.stdout.splitlines() if x.startswith("Retry: "))
+    assert line.startswith("Retry: attempt 1/2, retrying in ") and line.endswith("(owned by the Tau controller)")

@@ -294,6 +294,9 @@ class KubernetesBackend:
             "config_hash": ann.get(keys.CONFIG_HASH),
             "submission_id": ann.get(keys.SUBMISSION_ID),
             "retry_reason": ann.get(RETRY_REASON),
+            "retry_owner": ann.get(keys.RETRY_OWNER),
+            "retry_pending": _pending_retry(workload, terminal=terminal, succeeded=succeeded, failure=failure,
+                                            now=snap.now),
             "pods": [_pod_summary(p) for p in snap.pods],
             "workloads": [_meta(w).get("name") for w in snap.workloads],
             "diagnostic_commands": diagnostic_commands(snap, context, self.kubeconfig),
@@ -1308,6 +1311,12 @@ def _all_containers(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.extend(spec.get("initContainers") or [])
         out.extend(spec.get("containers") or [])
     return out
+
+
+def _pending_retry(workload: Obj | None, **kwargs: Any) -> dict[str, Any] | None:
+    from tau_core.backends.retry_owner import pending_retry
+
+    return pending_retry(workload, **kwargs)
 
 
 def _stamp_attempt(obj: Obj, attempt: int, max_retries: int, reason: FailureReason) -> None:

@@ -77,3 +77,29 @@ def _await_next(backend: Any, ref: Any, attempt: int, timeout: float) -> None:
 
 
 __all__ = ["OWNER_CLI", "OWNER_CONTROLLER", "follow", "read_owner", "stamp"]
+
+
+def pending_retry(workload: Any, *, terminal: bool, succeeded: bool, failure: FailureReason | None,
+                  now: Any = None) -> dict[str, Any] | None:
+    """What ``tau run status`` shows for a failed run that its owner will retry: the owner, the next attempt
+    ``k/N`` and the seconds left of the backoff (from the failure time); None when no retry is coming."""
+    from datetime import UTC, datetime
+
+    from tau_core.retry import policy_from_annotation
+
+    annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
+    policy = policy_from_annotation(annotations.get(keys.RETRY_POLICY))
+    if not terminal or succeeded or policy is None or failure is None or not policy.allows(failure):
+        return None
+    attempt = int(annotations.get(keys.RETRY_ATTEMPT) or 0)
+    if attempt >= policy.max_retries:
+        return None
+    failed_at = None
+    for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Failed" and cond.get("status") == "True" and cond.get("lastTransitionTime"):
+            failed_at = datetime.fromisoformat(str(cond["lastTransitionTime"]).replace("Z", "+00:00"))
+    delay = policy.backoff(attempt + 1)
+    if failed_at is not None:
+        delay = max(0.0, delay - ((now or datetime.now(UTC)) - failed_at).total_seconds())
+    return {"owner": annotations.get(keys.RETRY_OWNER) or OWNER_CLI, "attempt": attempt + 1,
+            "max": policy.max_retries, "inSeconds": round(delay, 1)}
