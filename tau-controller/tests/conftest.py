@@ -47,3 +47,11 @@ def controller_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cal
 def controller(platform: Any, controller_factory: Callable[..., Controller]) -> Controller:
     """The controller, running against ``platform``."""
     return controller_factory(platform)
+
+
+@pytest.fixture
+def tau_commands() -> None:
+    """The ``tau run`` and ``tau workspace`` roots (tau-run, tau-workspace): installed by ``nox -s tests``, absent
+    from the isolated ``nox -s "dist(tau-controller)"`` session, where the tests that drive the CLI are skipped."""
+    pytest.importorskip("tau_run", reason="needs the tau-run distribution (nox -s tests installs it)")
+    pytest.importorskip("tau_workspace", reason="needs the tau-workspace distribution (nox -s tests installs it)")

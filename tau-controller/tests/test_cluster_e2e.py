@@ -113,7 +113,7 @@ def _dry_run(tau_cli: Any, repo: Any) -> Any:
 
 
 def test_profiles_resolve_and_the_cli_renders_with_them(platform, controller_factory, tau_cli, tau_env, tmp_path,
-                                                        monkeypatch):
+                                                        monkeypatch, tau_commands):
     import subprocess
 
     from ruamel.yaml import YAML

@@ -27,7 +27,7 @@ def _is_retry(pod: dict[str, Any]) -> bool:
 
 
 @pytest.fixture
-def live(sim_cluster_factory, controller_factory, tau_env, tmp_path, monkeypatch):
+def live(sim_cluster_factory, controller_factory, tau_env, tmp_path, monkeypatch, tau_commands):
     cluster = sim_cluster_factory(clock="real", time_scale=40)
     install_platform(cluster)
     controller = controller_factory(cluster)
@@ -110,7 +110,8 @@ def test_cli_follows_and_only_the_controller_resubmits(live, tau_cli):
     assert _job(cluster)["metadata"]["annotations"][keys.RETRY_ATTEMPT] == "1"
 
 
-def test_without_the_controller_the_cli_owns_the_retry_and_says_so(taugrid_factory, tau_cli, tmp_path, monkeypatch):
+def test_without_the_controller_the_cli_owns_the_retry_and_says_so(taugrid_factory, tau_cli, tmp_path, monkeypatch,
+                                                                   tau_commands):
     scenario = taugrid_factory(clock="real", time_scale=40)
     scripts_of(scenario.cluster).add({"job-name": "solo"}, PodScript(run_seconds=2))
     repo = tmp_path / "repo"

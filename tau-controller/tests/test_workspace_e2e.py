@@ -61,7 +61,7 @@ def _ssar(cluster: Any, tmp_path: Any, user: str, namespace: str, verb: str, gro
 
 
 def test_researcher_may_create_jobs_then_connects_and_runs(platform, controller, tmp_path, tau_cli, tau_env,
-                                                            monkeypatch):
+                                                            monkeypatch, tau_commands):
     import subprocess
 
     platform.store.create(workspace())
