@@ -199,3 +199,26 @@ def test_empty_queue_defaults_from_the_tau_cluster(platform, controller):
     platform.store.create(workspace(queue=None))
     platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
     assert _ws(platform, "aurora")["status"]["queue"]["localQueue"] == QUEUE
+
+
+def test_namespace_of_a_deleted_workspace_is_reclaimed_and_a_retarget_releases_the_old_one(platform, controller):
+    platform.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "aurora", "labels": {keys.WORKSPACE: "ghost", "team": "vision"}}})
+    platform.store.create(workspace(create_namespace=False))
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
+    labels = platform.store.get("v1", "Namespace", None, "aurora")["metadata"]["labels"]
+    assert labels[keys.WORKSPACE] == "aurora" and labels["team"] == "vision"
+
+    ws = _ws(platform, "aurora")
+    ws["spec"]["target"] = {"namespace": "aurora-2", "createNamespace": True}
+    platform.store.update(ws)
+    platform.wait_for(lambda: (_ws(platform, "aurora")["status"].get("target") or {}).get("resolvedNamespace")
+                      == "aurora-2" and _phase(platform, "aurora") == "Ready", timeout=20)
+    old = platform.store.get("v1", "Namespace", None, "aurora")["metadata"]
+    assert keys.WORKSPACE not in old.get("labels", {}) and old["labels"]["team"] == "vision"
+    assert keys.RESULT_SCOPE not in (old.get("annotations") or {})
+    # stale grants in the old namespace are gone; the new namespace has them
+    rbac = "rbac.authorization.k8s.io/v1"
+    platform.wait_for(lambda: platform.store.get(rbac, "RoleBinding", "aurora", "tau-researcher-v1") is None, timeout=20)
+    assert platform.store.get(rbac, "RoleBinding", "aurora-2", "tau-researcher-v1") is not None
+    assert platform.store.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "aurora", QUEUE) is None
