@@ -217,3 +217,16 @@ def test_status_is_not_rewritten_when_nothing_changed(platform, controller):
                       timeout=20)
     assert _cluster(platform)["metadata"]["resourceVersion"] == version
     assert {c["type"]: c["lastTransitionTime"] for c in _cluster(platform)["status"]["conditions"]} == stamps
+
+
+def test_priority_class_event_triggers_the_singleton(platform, controller):
+    platform.store.create(workspace())
+    profile = {"name": "late", "applicability": {"namespaces": ["aurora"]}, "gpusPerWorker": 0, "workerCount": 1,
+               "mode": "fixed", "placement": "independent", "defaultLocalQueue": "jobqueue",
+               "priorities": {"workloadPriorityClassName": "late-wpc", "podPriorityClassName": "taugrid-default"}}
+    _set_spec(platform, workloadProfiles=[profile])
+    platform.wait_for(lambda: _reason(platform, "WorkloadProfilesReady") == "WorkloadProfilesNotReady", timeout=20)
+    # no periodic resync is due (10 min): only the WorkloadPriorityClass event can make the profile Ready
+    platform.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                           "metadata": {"name": "late-wpc"}, "value": 10})
+    platform.wait_for(lambda: _reason(platform, "WorkloadProfilesReady") == "WorkloadProfilesReady", timeout=20)
