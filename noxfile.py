@@ -95,6 +95,8 @@ def tests(session: nox.Session) -> None:
     # exit 5 = no test collected (e.g. a -k that matches nothing): reported by pytest, not a crash
     session.run("pytest", "-p", "no:cacheprovider", *PARALLEL, "--durations=20", *session.posargs,
                 success_codes=[0, 5])
+    for name in EXAMPLES:
+        session.notify(f"example({name})")
 
 
 @nox.session(python=PYTHON)
@@ -117,6 +119,19 @@ def dist(session: nox.Session, dist: str) -> None:
     path = dists[dist]
     session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]), *spec(path))
     prepare_machine(session)
+    session.run("pytest", "-p", "no:cacheprovider", str(path / "tests"), *session.posargs)
+
+
+#: example distributions (examples/*/pyproject.toml); each is tested on its own with only tau-core installed
+EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*") if _project(p))
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("example", EXAMPLES, ids=EXAMPLES)
+def example(session: nox.Session, example: str) -> None:
+    """An example distribution's own tests, with only it and tau-core installed (isolation proves it stands alone)."""
+    path = ROOT / "examples" / example
+    session.install("pytest>=8", *spec(distributions()["tau-core"]), *spec(path))
     session.run("pytest", "-p", "no:cacheprovider", str(path / "tests"), *session.posargs)
 
 

@@ -167,6 +167,25 @@ def test_hook_tau_register_gpu_class_rules():
     assert classify("Standard_D4s_v5") is None
 
 
+def test_hook_tau_register_gpu_class_rules_tables_are_checked_for_conflicts():
+    from tau_core.gpu_catalog import find_conflicts, gpu_class_for, plugin_rules
+
+    class Acme:
+        @hookimpl
+        def tau_register_gpu_class_rules(self, register):
+            register("acme", [{"match": {"vmSizes": ["Acme_H100x8"]}, "labels": {"tau.azure.com/gpu-class": "h100-80gb"}},
+                              {"match": {"vmSizes": ["Standard_ND96asr_v4"]},
+                               "labels": {"tau.azure.com/gpu-class": "a100-80gb"}}], priority=5)
+
+    host = Host.create(entry_points=False, extra_plugins=[("acme", Acme())], env={})
+    assert gpu_class_for("acme_h100x8", host) == "h100-80gb"
+    assert gpu_class_for("Standard_ND96isr_H200_v5", host) == "h200-141gb"  # the built-in table still answers
+    conflicts = find_conflicts(plugin_rules(host))
+    assert [(c.key, c.first.source, c.second.source) for c in conflicts] == [
+        ("tau.azure.com/gpu-class", "acme", "builtin")]
+    assert "Standard_ND96asr_v4" in conflicts[0].message()
+
+
 def test_hook_tau_register_execution_backends():
     class Backend:
         name = "echo"

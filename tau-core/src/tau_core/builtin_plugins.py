@@ -26,3 +26,9 @@ def tau_register_resolvers(register: Any) -> None:
              kind="workspace-defaults")
     register("live-workload-profile", "tau_core.workspace.resolvers:resolve_workload_profile",
              kind="workload-profile")
+
+
+@hookimpl
+def tau_register_gpu_class_rules(register: Any) -> None:
+    register("builtin", "tau_core.gpu_catalog:BUILTIN_RULES", priority=-100,
+             help="the AKS VM-size catalog (control-plane §2.2)")

@@ -92,9 +92,13 @@ def tau_register_telemetry_sinks(register: Register) -> None:
 def tau_register_gpu_class_rules(register: Register) -> None:
     """Register GPU-class rules: how VM sizes and legacy names map to canonical GPU classes.
 
-    ``register(name, rule)``; ``rule`` is a callable ``rule(value) -> str | None`` that
-    returns the canonical GPU class for a VM size or alias, or ``None`` when it does not
-    know the value.  Rules are consulted from the highest priority down.
+    ``register(name, table)``; ``table`` is a rule table in the TauCluster
+    ``spec.nodes.labelRules`` shape (a list of ``{"match": {"vmSizes": [...]}, "labels": {...}}``),
+    read by the CLI (``policy.gpu_class`` normalisation) and the controller (node labels), and
+    checked for conflicts with every other table (``tau_core.gpu_catalog.find_conflicts``).
+    ``table`` may also be a callable ``rule(value) -> str | None`` that returns the canonical GPU
+    class for a VM size or alias, or ``None``.  Tables and rules are consulted from the highest
+    priority down; the built-in catalog is registered as ``builtin`` at priority -100.
     """
 
 

@@ -128,3 +128,19 @@ ADX_LOG_DESTINATION: Final = "adx-mon/log-destination"
 RETRY_ATTEMPT: Final = "tau.azure.com/retry-attempt"
 RETRY_MAX: Final = "tau.azure.com/retry-max"
 RETRY_REASON: Final = "tau.azure.com/retry-reason"
+
+# -- the Tau controller (control-plane.md §1.4, §2.2-§2.3) --------------------------------------
+#: ``app.kubernetes.io/managed-by`` value on every object the controller creates.
+CONTROLLER_MANAGED_BY_VALUE: Final = "tau-core-controller"
+#: Node label the built-in VM-size catalog sets next to ``tau.azure.com/gpu-class``.
+KUEUE_GPU_SERIES: Final = "kueue.azure.com/gpu-series"
+INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
+PSA_ENFORCE: Final = "pod-security.kubernetes.io/enforce"
+PSA_AUDIT: Final = "pod-security.kubernetes.io/audit"
+PSA_WARN: Final = "pod-security.kubernetes.io/warn"
+#: Leader-election Lease name (coordination.k8s.io) of the controller.
+CONTROLLER_LEASE: Final = "tau-core-controller.tau.azure.com"
+#: Who resubmits a failed run with ``resilience.max_retries > 0``: ``controller`` or ``cli`` (exactly one owner).
+RETRY_OWNER: Final = "tau.azure.com/retry-owner"
+#: The run's retry policy (JSON: maxRetries, retryOn, backoffInitialSeconds, backoffMaxSeconds, checkpointPath).
+RETRY_POLICY: Final = "tau.azure.com/retry-policy"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tau_core import keys
 from tau_core.errors import ConfigError
 from tau_core.lifecycle.base import FailureReason
 
@@ -134,3 +135,114 @@ def retry_event(*, namespace: str, name: str, attempt: int, max_retries: int, re
         "lastTimestamp": stamp,
         "count": 1,
     }
+
+
+# -- retry ownership (server-side retry by the Tau controller) -------------------------------
+
+#: TauCluster condition with which the Tau controller advertises that it retries runs it owns.
+RETRY_CAPABILITY = "ServerSideRetry"
+OWNER_CONTROLLER = "controller"
+OWNER_CLI = "cli"
+_SERVER_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
+                "deletionTimestamp", "deletionGracePeriodSeconds")
+_JOB_CONTROLLER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
+                          "batch.kubernetes.io/job-name")
+
+
+def policy_annotation(policy: RetryPolicy) -> str:
+    """``tau.azure.com/retry-policy``: the policy a retry owner applies (stable JSON)."""
+    import json
+
+    return json.dumps({"maxRetries": policy.max_retries, "retryOn": list(policy.retry_on),
+                       "backoffInitialSeconds": policy.backoff_initial, "backoffMaxSeconds": policy.backoff_max,
+                       "checkpointPath": policy.checkpoint_path}, sort_keys=True, separators=(",", ":"))
+
+
+def policy_from_annotation(text: str | None) -> RetryPolicy | None:
+    """The policy stamped on a workload, or None when absent or unreadable."""
+    import json
+
+    try:
+        data = json.loads(text or "")
+        return RetryPolicy(int(data["maxRetries"]), tuple(str(r) for r in data.get("retryOn") or DEFAULT_RETRY_ON),
+                           float(data.get("backoffInitialSeconds", DEFAULT_BACKOFF_INITIAL)),
+                           float(data.get("backoffMaxSeconds", DEFAULT_BACKOFF_MAX)),
+                           str(data.get("checkpointPath") or ""))
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def retry_owner(tau_cluster: Mapping[str, Any] | None) -> str:
+    """``controller`` when the TauCluster advertises server-side retry, current for its generation; else ``cli``."""
+    if not tau_cluster:
+        return OWNER_CLI
+    generation = (tau_cluster.get("metadata") or {}).get("generation")
+    for cond in (tau_cluster.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == RETRY_CAPABILITY:
+            current = cond.get("observedGeneration") == generation
+            return OWNER_CONTROLLER if cond.get("status") == "True" and current else OWNER_CLI
+    return OWNER_CLI
+
+
+def next_attempt(workload: Mapping[str, Any], *, attempt: int, reason: FailureReason, policy: RetryPolicy,
+                 submission_id: str, publication_id: str | None = None,
+                 pod_template: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The next attempt of ``workload`` from its own spec: server fields and status removed, suspended for Kueue,
+    the attempt environment and annotations updated, fresh submission (and publication) ids.
+
+    ``pod_template`` (a Job's template as first submitted, e.g. from its Kueue Workload) replaces the node
+    placement Kueue injected at admission.
+    """
+    import copy
+    import json
+
+    obj = copy.deepcopy(dict(workload))
+    obj.pop("status", None)
+    meta = obj.setdefault("metadata", {})
+    for key in _SERVER_META:
+        meta.pop(key, None)
+    annotations = meta.setdefault("annotations", {})
+    old_submission = annotations.get(keys.SUBMISSION_ID)
+    old_publication = annotations.get(keys.ARTIFACT_PUBLICATION_ID)
+    spec = obj.setdefault("spec", {})
+    if obj.get("kind") == "Job":
+        spec.pop("selector", None)
+        for labels in (meta.get("labels") or {}, ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+                       or {}):
+            for key in _JOB_CONTROLLER_LABELS:
+                labels.pop(key, None)
+        if pod_template:
+            pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
+            original = pod_template.get("spec") or {}
+            for key in ("nodeSelector", "tolerations", "affinity"):
+                if key in original:
+                    pod_spec[key] = copy.deepcopy(original[key])
+                else:
+                    pod_spec.pop(key, None)
+    spec["suspend"] = True
+    env = policy.env(attempt, reason)
+    for container in _containers(obj):
+        items = [e for e in container.get("env") or [] if e.get("name") not in env]
+        container["env"] = items + [{"name": k, "value": v} for k, v in env.items()]
+    annotations.update({keys.RETRY_ATTEMPT: str(attempt), keys.RETRY_MAX: str(policy.max_retries),
+                        keys.RETRY_REASON: reason.value})
+    text = json.dumps(obj)
+    for old, new in ((old_submission, submission_id), (old_publication, publication_id)):
+        if old and new:
+            text = text.replace(old, new)
+    result: dict[str, Any] = json.loads(text)
+    result["metadata"]["annotations"][keys.SUBMISSION_ID] = submission_id
+    return result
+
+
+def _containers(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    spec = obj.get("spec") or {}
+    templates = [spec.get("template")]
+    cluster = spec.get("rayClusterSpec") or {}
+    templates.append((cluster.get("headGroupSpec") or {}).get("template"))
+    templates += [g.get("template") for g in cluster.get("workerGroupSpecs") or []]
+    out: list[dict[str, Any]] = []
+    for template in templates:
+        if isinstance(template, dict):
+            out += list((template.get("spec") or {}).get("containers") or [])
+    return out

@@ -325,6 +325,9 @@ class KubernetesBackend:
             "submission_id": ann.get(keys.SUBMISSION_ID),
             "retry_reason": ann.get(RETRY_REASON),
             "failure_evidence": found.evidence if found else None,
+            "retry_owner": ann.get(keys.RETRY_OWNER),
+            "retry_pending": _pending_retry(workload, terminal=terminal, succeeded=succeeded, failure=failure,
+                                            now=snap.now),
             "pods": [_pod_summary(p) for p in snap.pods],
             "workloads": [_meta(w).get("name") for w in snap.workloads],
             "diagnostic_commands": diagnostic_commands(snap, context, self.kubeconfig),
@@ -600,14 +603,23 @@ class KubernetesBackend:
         ``retry_on`` and the budget allow.  Interrupting the wait loses nothing: the run continues and
         its attempt count lives on the workload.
         """
-        result: SubmitResult = self._run(self.submit_async, request)
         dry_run = str(request.context.get("dry_run") or "")
         if dry_run or not request.context.get("auto_retry", True):
+            result: SubmitResult = self._run(self.submit_async, request)
             return result
+        from tau_core.backends import retry_owner
         from tau_core.retry import RetryPolicy
 
         policy = RetryPolicy.from_config(request.name, request.config)
-        if policy.enabled:
+        owner = self._run(retry_owner.read_owner) if policy.enabled and request.objects else None
+        if owner is not None:
+            retry_owner.stamp(request.objects[0], owner, policy)
+        result = self._run(self.submit_async, request)
+        if owner == retry_owner.OWNER_CONTROLLER:
+            from tau_core.output import info
+
+            retry_owner.follow(self, result.ref, policy, self.progress or info)
+        elif policy.enabled:
             self.supervise(result.ref, request, policy)
         return result
 
@@ -1336,6 +1348,12 @@ def _all_containers(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.extend(spec.get("initContainers") or [])
         out.extend(spec.get("containers") or [])
     return out
+
+
+def _pending_retry(workload: Obj | None, **kwargs: Any) -> dict[str, Any] | None:
+    from tau_core.backends.retry_owner import pending_retry
+
+    return pending_retry(workload, **kwargs)
 
 
 def _stamp_attempt(obj: Obj, attempt: int, max_retries: int, reason: FailureReason) -> None:

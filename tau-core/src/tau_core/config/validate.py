@@ -162,22 +162,14 @@ def _pre_object(prefix: str, node: Any, path: tuple[PathKey, ...], doc: Document
 
 
 def _gpu_class_rule(value: str) -> str | None:
-    """Ask operator-registered GPU-class rules (``tau_register_gpu_class_rules``) about a value."""
+    """Ask the registered GPU-class rule tables and rules (``tau_register_gpu_class_rules``) about a value."""
     from tau_core.config.catalog import GPU_CLASSES
-    from tau_core.plugins import get_host
+    from tau_core.gpu_catalog import gpu_class_for
 
     try:
-        registry = get_host().registry("gpu_class_rules")
+        return gpu_class_for(value, classes=GPU_CLASSES)
     except Exception:
         return None
-    for entry in registry.ordered():
-        try:
-            answer = entry.load()(value)
-        except Exception:
-            continue
-        if isinstance(answer, str) and answer in GPU_CLASSES:
-            return answer
-    return None
 
 
 # -- the pipeline ---------------------------------------------------------------------------

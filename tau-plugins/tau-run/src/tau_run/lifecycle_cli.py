@@ -163,6 +163,7 @@ def status_doc(st: Any) -> dict[str, Any]:
         "failureEvidence": st.extra.get("failure_evidence") or None,
         "attempt": st.attempt,
         "maxRetries": st.max_attempts,
+        "retry": st.extra.get("retry_pending"),
         "message": st.message,
         "phases": [{"name": p.name, "state": p.state, "detail": p.detail, "hint": p.hint,
                     "elapsedSeconds": p.elapsed_seconds} for p in st.phases],
@@ -194,6 +195,11 @@ def status_text(st: Any, *, hints: bool = False) -> str:
         if st.failure and "failure_evidence" in st.extra:
             evidence = st.extra["failure_evidence"] or "none observed (the cluster recorded no cause)"
             lines.append(f"Evidence: {evidence}")
+        pending = st.extra.get("retry_pending")
+        if pending:
+            owner = "the Tau controller" if pending["owner"] == "controller" else "the submitting tau run"
+            lines.append(f"Retry: attempt {pending['attempt']}/{pending['max']}, retrying in "
+                         f"{pending['inSeconds']:g}s (owned by {owner})")
     elif st.message:
         lines.append(st.message)
     if st.extra.get("run_profile"):

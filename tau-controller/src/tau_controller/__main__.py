@@ -1,0 +1,3 @@
+from tau_controller.cli import main
+
+main()

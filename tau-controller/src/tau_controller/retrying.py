@@ -1,0 +1,135 @@
+"""Server-side retry: the controller resubmits failed runs stamped ``tau.azure.com/retry-owner: controller``.
+
+Failures are read and classified exactly as the CLI does (the kubernetes execution backend's snapshot and
+``tau_core.status_tree.classify``); the policy is the one stamped on the workload; the next attempt is the last
+workload's own spec (``tau_core.retry.next_attempt``), never a re-render.  The deterministic retry Event name
+(``<run>-retry-<n>``) makes a second resubmission of the same attempt impossible: whoever creates it first wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import Any
+
+from tau_controller.api import Kind
+from tau_controller.context import COMPONENT, Ctx, log
+from tau_core import keys
+from tau_core.kube import KubeApiError
+from tau_core.lifecycle.base import FailureReason
+from tau_core.retry import OWNER_CONTROLLER, next_attempt, policy_from_annotation, retry_event
+
+JOB = Kind("batch/v1", "jobs", "Job", True)
+RAYJOB = Kind("ray.io/v1", "rayjobs", "RayJob", True)
+KINDS = {"Job": JOB, "RayJob": RAYJOB}
+
+
+def key_of(obj: dict[str, Any]) -> str | None:
+    """The retry queue key of a workload this controller owns the retry of, else None."""
+    meta = obj.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(keys.RETRY_OWNER) != OWNER_CONTROLLER:
+        return None
+    return f"{obj.get('kind')}/{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _backend() -> Any:
+    from tau_core.plugins import get_host
+
+    return get_host().registry("execution_backends")["kubernetes"].load()()
+
+
+def _as_controller(event: dict[str, Any]) -> dict[str, Any]:
+    event.update(reportingComponent=COMPONENT, reportingInstance=COMPONENT, source={"component": COMPONENT})
+    return event
+
+
+async def _create_event(ctx: Ctx, event: dict[str, Any]) -> bool:
+    """True when this call created the Event (False: it already existed)."""
+    ns = event["metadata"]["namespace"]
+    try:
+        await ctx.client.session.create(f"/api/v1/namespaces/{ns}/events", _as_controller(event))
+    except KubeApiError as exc:
+        if exc.status == 409:
+            return False
+        raise
+    return True
+
+
+def _pod_template(snap: Any) -> dict[str, Any] | None:
+    """The Job's pod template as first submitted (Kueue keeps it in the Workload), before admission injected
+    node placement."""
+    for workload in snap.workloads:
+        for podset in (workload.get("spec") or {}).get("podSets") or []:
+            if podset.get("template"):
+                return dict(podset["template"])
+    return None
+
+
+async def reconcile_retry(ctx: Ctx, key: str) -> float | None:
+    kind_name, ns, name = key.split("/", 2)
+    from tau_core.status_tree import classify, failure_signature, terminal_state
+
+    snap = await _backend().snapshot(ctx.client.session, ns, name)
+    obj = snap.workload
+    if obj is None or obj.get("kind") != kind_name or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    annotations = obj["metadata"].get("annotations") or {}
+    if annotations.get(keys.RETRY_OWNER) != OWNER_CONTROLLER:
+        return None
+    policy = policy_from_annotation(annotations.get(keys.RETRY_POLICY))
+    if policy is None:
+        log.warning("%s %s/%s has no readable %s annotation; not retrying it", kind_name, ns, name, keys.RETRY_POLICY)
+        return None
+    terminal, succeeded = terminal_state(snap)
+    attempt = int(annotations.get(keys.RETRY_ATTEMPT) or 0)
+    uid = obj["metadata"].get("uid")
+    common = {"namespace": ns, "name": name, "max_retries": policy.max_retries, "kind": kind_name, "uid": uid}
+    if not terminal:
+        return None
+    if succeeded:
+        if attempt:
+            reason = FailureReason(annotations.get(keys.RETRY_REASON, FailureReason.UNKNOWN.value))
+            await _create_event(ctx, retry_event(attempt=attempt, reason=reason, signature="", outcome="succeeded",
+                                                 **common))
+        return None
+    reason = classify(snap)
+    if not policy.allows(reason):
+        return None
+    if attempt >= policy.max_retries:
+        await _create_event(ctx, retry_event(attempt=attempt, reason=reason, signature=failure_signature(snap),
+                                             outcome="exhausted", **common))
+        return None
+    remaining = _backoff_remaining(ctx, uid, policy.backoff(attempt + 1))
+    if remaining > 0:
+        return remaining
+    if not await _create_event(ctx, retry_event(attempt=attempt + 1, reason=reason,
+                                                signature=failure_signature(snap), **common)):
+        log.info("attempt %d of %s/%s was already resubmitted; not resubmitting again", attempt + 1, ns, name)
+        return None
+    publication = secrets.token_hex(8) if annotations.get(keys.ARTIFACT_PUBLICATION_ID) else None
+    new = next_attempt(obj, attempt=attempt + 1, reason=reason, policy=policy, submission_id=secrets.token_hex(12),
+                       publication_id=publication, pod_template=_pod_template(snap) if kind_name == "Job" else None)
+    await _replace(ctx, KINDS[kind_name], ns, name, uid, new)
+    log.info("resubmitted %s/%s as attempt %d/%d after %s", ns, name, attempt + 1, policy.max_retries, reason.value)
+    return None
+
+
+def _backoff_remaining(ctx: Ctx, uid: str | None, backoff: float) -> float:
+    """Seconds left before the retry may be submitted, counted from when this controller first saw the failure."""
+    seen: dict[str | None, float] = ctx.memo.setdefault("retry-failed-at", {})
+    first = seen.setdefault(uid, time.monotonic())
+    return max(0.0, first + backoff - time.monotonic())
+
+
+async def _replace(ctx: Ctx, kind: Kind, ns: str, name: str, uid: str | None, new: dict[str, Any]) -> None:
+    session = ctx.client.session
+    await session.delete(kind.path(ns, name), propagation="Background", uid=uid)
+    for attempt in range(50):  # the name frees once the old object (and any finalizer on it) is gone
+        try:
+            await session.create(kind.path(ns), new)
+            return
+        except KubeApiError as exc:
+            if exc.status != 409 or attempt == 49:
+                raise
+            await asyncio.sleep(0.1)

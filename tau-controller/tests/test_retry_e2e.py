@@ -1,0 +1,149 @@
+"""Server-side retry: preemption, then the controller's retry, then success — with no CLI running, and with a
+CLI following (exactly one resubmission)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctrl_platform import install_platform, workspace
+
+from tau_core import keys
+from tau_testing.sim.scripts import PodScript, scripts_of
+
+pytestmark = pytest.mark.realclock  # the controller and a sped-up real-clock simulator
+TAU = keys.API_VERSION
+RETRY = "resilience:\n  max_retries: 2\n  retry_on: [Preempted]\n  backoff_initial: 0s\n"
+
+
+def _is_retry(pod: dict[str, Any]) -> bool:
+    return any(e.get("name") == "TAU_RETRY_ATTEMPT" for c in pod["spec"]["containers"] for e in c.get("env") or [])
+
+
+@pytest.fixture
+def live(sim_cluster_factory, controller_factory, tau_env, tmp_path, monkeypatch, tau_commands):
+    cluster = sim_cluster_factory(clock="real", time_scale=40)
+    install_platform(cluster)
+    controller = controller_factory(cluster)
+    cluster.store.create(workspace())
+    cluster.wait_for(lambda: ((cluster.store.get(TAU, "TauWorkspace", "tau-system", "aurora") or {}).get("status")
+                              or {}).get("phase") == "Ready", timeout=30)
+    cluster.wait_for(lambda: any(c["type"] == "ServerSideRetry" and c["status"] == "True" for c in
+                                 ((cluster.store.get(TAU, "TauCluster", None, "cluster") or {}).get("status") or {})
+                                 .get("conditions") or []), timeout=30)
+    repo = tmp_path / "repo"
+    (repo / "tau").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "train.py").write_text("print('training')\n")
+    monkeypatch.chdir(repo)
+    tau_env["KUBECONFIG"] = str(cluster.write_kubeconfig(tmp_path / "kube" / "config", user="researcher"))
+    book = scripts_of(cluster)
+    book.add(lambda p: (p["metadata"].get("labels") or {}).get("job-name") == "pre" and not _is_retry(p),
+             PodScript(run_seconds=60, preempt_after=3))
+    book.add({"job-name": "pre"}, PodScript(run_seconds=4))
+    (repo / "tau" / "pre.yaml").write_text(
+        "name: pre\nengine: job\nentrypoint: ../train.py\ncompute:\n  gpus: 0\n  cpu_request: \"1\"\n"
+        "  memory_limit: 1Gi\nruntime:\n  image: ghcr.io/acme/train:1.0\npolicy:\n  queue: jobqueue\n" + RETRY)
+    return cluster, controller
+
+
+def _job(cluster: Any) -> dict[str, Any] | None:
+    return cluster.store.get("batch/v1", "Job", "aurora", "pre")
+
+
+def _complete(cluster: Any) -> bool:
+    job = _job(cluster) or {}
+    return any(c["type"] == "Complete" and c["status"] == "True" for c in (job.get("status") or {}).get("conditions")
+               or [])
+
+
+def _env(job: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in job["spec"]["template"]["spec"]["containers"][0].get("env") or []}
+
+
+def test_controller_retries_after_preemption_with_no_cli_running(live, tau_env):
+    cluster, _ = live
+    env = {k: v for k, v in {**os.environ, **tau_env}.items() if v is not None}
+    proc = subprocess.Popen([shutil.which("tau") or "tau", "run", "pre", "-n", "aurora"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cluster.wait_for(lambda: _job(cluster) is not None or proc.poll() is not None, timeout=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)  # the laptop closes right after submitting
+        output, _ = proc.communicate(timeout=30)
+    first = _job(cluster)
+    assert first is not None, output
+    assert first["metadata"]["annotations"][keys.RETRY_OWNER] == "controller", output
+    cluster.wait_for(lambda: _complete(cluster), timeout=60)
+    job = _job(cluster)
+    annotations = job["metadata"]["annotations"]
+    assert annotations[keys.RETRY_ATTEMPT] == "1" and annotations[keys.RETRY_REASON] == "Preempted"
+    assert annotations[keys.SUBMISSION_ID] != first["metadata"]["annotations"][keys.SUBMISSION_ID]
+    env_vars = _env(job)
+    assert (env_vars["TAU_RETRY_ATTEMPT"], env_vars["TAU_RETRY_MAX"], env_vars["TAU_RETRY_REASON"]) == \
+        ("1", "2", "Preempted")
+    assert env_vars["TAU_RESUME_FROM"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/acme/train:1.0"
+    event = cluster.store.get("v1", "Event", "aurora", "pre-retry-1")
+    assert event["reportingComponent"] == "tau-core-controller" and "attempt=1/2 failure=Preempted" in event["message"]
+    cluster.wait_for(lambda: cluster.store.get("v1", "Event", "aurora", "pre-retry-succeeded-1"), timeout=30)
+
+
+def test_cli_follows_and_only_the_controller_resubmits(live, tau_cli):
+    cluster, _ = live
+    result = tau_cli("run", "pre", "-n", "aurora")
+    assert result.exit_code == 0, result
+    assert "is owned by the Tau controller" in result.stderr
+    assert "attempt 1/2 failed (Preempted) — the Tau controller retries in 0s" in result.stderr
+    assert "workload aurora/pre completed successfully" in result.stderr
+    time.sleep(1.0)
+    creates = [r for r in cluster.requests.entries if r.method == "POST" and r.resource == "jobs.batch"
+               and r.status == 201]
+    assert len(creates) == 2  # the submission and exactly one resubmission
+    assert [r.user for r in creates] == ["researcher", "admin"]  # the CLI submitted, the controller retried
+    assert _job(cluster)["metadata"]["annotations"][keys.RETRY_ATTEMPT] == "1"
+
+
+def test_without_the_controller_the_cli_owns_the_retry_and_says_so(taugrid_factory, tau_cli, tmp_path, monkeypatch,
+                                                                   tau_commands):
+    scenario = taugrid_factory(clock="real", time_scale=40)
+    scripts_of(scenario.cluster).add({"job-name": "solo"}, PodScript(run_seconds=2))
+    repo = tmp_path / "repo"
+    (repo / "tau").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "train.py").write_text("print('training')\n")
+    (repo / "tau" / "solo.yaml").write_text(
+        "name: solo\nengine: job\nentrypoint: ../train.py\ncompute:\n  gpus: 0\n  cpu_request: \"1\"\n"
+        "runtime:\n  image: ghcr.io/acme/train:1.0\npolicy:\n  queue: jobqueue\n" + RETRY)
+    monkeypatch.chdir(repo)
+    result = tau_cli("run", "solo", "-n", "aurora")
+    assert result.exit_code == 0, result
+    assert "waiting for it to finish (automatic retry: up to 2 on Preempted)" in result.stderr
+    job = scenario.cluster.store.get("batch/v1", "Job", "aurora", "solo")
+    assert job["metadata"]["annotations"][keys.RETRY_OWNER] == "cli"
+
+
+def test_status_shows_the_coming_attempt_and_its_owner(live, tau_env, tau_cli):
+    cluster, _ = live
+    config = Path("tau/pre.yaml")
+    config.write_text(config.read_text().replace("backoff_initial: 0s", "backoff_initial: 10m"))
+    env = {k: v for k, v in {**os.environ, **tau_env}.items() if v is not None}
+    proc = subprocess.Popen([shutil.which("tau") or "tau", "run", "pre", "-n", "aurora"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cluster.wait_for(lambda: any(c["type"] == "Failed" and c["status"] == "True" for c in
+                                     ((_job(cluster) or {}).get("status") or {}).get("conditions") or []), timeout=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    result = tau_cli("run", "status", "pre", "-n", "aurora")
+    assert result.exit_code == 0, result
+    assert "Result: failed (Preempted)" in result.stdout
+    line = next(x for x in result.stdout.splitlines() if x.startswith("Retry: "))
+    assert line.startswith("Retry: attempt 1/2, retrying in ") and line.endswith("(owned by the Tau controller)")
