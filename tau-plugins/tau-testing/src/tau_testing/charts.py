@@ -1,0 +1,98 @@
+"""A test-time copy of the TauGrid umbrella chart whose upstream dependencies are local stand-ins.
+
+Kueue and KubeRay come from their upstream chart repositories, which cannot be reached here. Tests
+copy ``deploy/charts`` into a temporary directory, write two small stand-in charts named ``kueue``
+(0.18.2) and ``kuberay-operator`` (1.6.2) -- each a ServiceAccount and a Deployment labelled the way the
+upstream charts label them, marked ``taugrid.test/stand-in`` -- point the copy's dependencies at them
+and run ``helm dependency build``. Nothing here is committed as if it were upstream.
+
+    chart = build_test_umbrella(tmp_path, helm_bin)     # -> <tmp>/charts/taugrid, dependencies built
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import shutil
+import subprocess
+from pathlib import Path
+
+from tau_testing.paths import repo_root
+
+STANDINS = {"kueue": ("0.18.2", "kueue-controller-manager"), "kuberay-operator": ("1.6.2", "kuberay-operator")}
+_DEPLOYMENT = """apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {workload}
+  namespace: {{{{ .Release.Namespace }}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {workload}
+  namespace: {{{{ .Release.Namespace }}}}
+  labels:
+    app.kubernetes.io/name: {name}
+    app.kubernetes.io/instance: {{{{ .Release.Name }}}}
+    app.kubernetes.io/managed-by: {{{{ .Release.Service }}}}
+    helm.sh/chart: {name}-{version}
+  annotations:
+    taugrid.test/stand-in: "true"
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app.kubernetes.io/name: {name}, app.kubernetes.io/instance: {{{{ .Release.Name }}}}}}
+  template:
+    metadata:
+      labels: {{app.kubernetes.io/name: {name}, app.kubernetes.io/instance: {{{{ .Release.Name }}}}}}
+    spec:
+      serviceAccountName: {workload}
+      containers:
+        - name: manager
+          image: registry.invalid/stand-in/{name}:{version}
+"""
+
+
+def helm_env(home: Path) -> dict[str, str]:
+    """An environment that keeps Helm's cache, config and data under ``home``."""
+    return {**os.environ, "HOME": str(home), "HELM_CACHE_HOME": str(home / ".cache" / "helm"),
+            "HELM_CONFIG_HOME": str(home / ".config" / "helm"), "HELM_DATA_HOME": str(home / ".local" / "helm")}
+
+
+def write_standin(directory: Path, name: str) -> Path:
+    version, workload = STANDINS[name]
+    chart = directory / name
+    (chart / "templates").mkdir(parents=True, exist_ok=True)
+    (chart / "Chart.yaml").write_text(
+        f"apiVersion: v2\nname: {name}\nversion: {version}\n"
+        f"description: test stand-in for the upstream {name} chart (never published)\n")
+    (chart / "values.yaml").write_text("{}\n")
+    (chart / "templates" / "deployment.yaml").write_text(
+        _DEPLOYMENT.format(name=name, version=version, workload=workload))
+    return chart
+
+
+def sync_controller_crds(chart: Path) -> list[Path]:
+    """Run the repository's own CRD copy step (deploy/tools/sync_chart_crds.py) for ``chart``."""
+    script = repo_root() / "deploy" / "tools" / "sync_chart_crds.py"
+    return list(runpy.run_path(str(script))["sync"](chart))
+
+
+def build_test_umbrella(dest: Path, helm: Path, *, source: Path | None = None) -> Path:
+    """Copy the charts to ``dest/charts``, swap in the stand-ins and build the umbrella's dependencies."""
+    source = source or repo_root() / "deploy" / "charts"
+    charts = dest / "charts"
+    shutil.copytree(source, charts, ignore=shutil.ignore_patterns("charts", "Chart.lock", "*.tgz", "crds"))
+    sync_controller_crds(charts / "tau-core-controller")
+    for name in STANDINS:
+        write_standin(dest / "standins", name)
+    chart_yaml = charts / "taugrid" / "Chart.yaml"
+    text = chart_yaml.read_text()
+    text = text.replace("oci://registry.k8s.io/kueue/charts", "file://../../standins/kueue")
+    text = text.replace("https://ray-project.github.io/kuberay-helm/", "file://../../standins/kuberay-operator")
+    chart_yaml.write_text(text)
+    result = subprocess.run([str(helm), "dependency", "build", str(charts / "taugrid")], capture_output=True,
+                            text=True, env=helm_env(dest), timeout=120, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"helm dependency build failed: {result.stderr or result.stdout}")
+    return charts / "taugrid"
