@@ -96,3 +96,29 @@ def build_test_umbrella(dest: Path, helm: Path, *, source: Path | None = None) -
     if result.returncode != 0:
         raise RuntimeError(f"helm dependency build failed: {result.stderr or result.stdout}")
     return charts / "taugrid"
+
+
+class DaemonSetStatus:
+    """A test-side stand-in for the DaemonSet controller, which the simulator does not run.
+
+    It schedules no pods: it reports every DaemonSet as observed with zero desired pods, which is what
+    Kubernetes reports for a DaemonSet whose node affinity matches no node (the GPU-monitoring DaemonSets
+    on a cluster without GPU nodes). Add it with ``cluster.add_controller("daemonsets", DaemonSetStatus())``.
+    """
+
+    def __init__(self) -> None:
+        self.enabled = True
+
+    def reconcile(self, cluster: object) -> bool:
+        store = cluster.store  # type: ignore[attr-defined]
+        changed = False
+        for ds in store.list("apps/v1", "DaemonSet", None):
+            generation = ds["metadata"].get("generation", 1)
+            if (ds.get("status") or {}).get("observedGeneration") == generation:
+                continue
+            ds["status"] = {"observedGeneration": generation, "currentNumberScheduled": 0, "numberMisscheduled": 0,
+                            "desiredNumberScheduled": 0, "numberReady": 0, "updatedNumberScheduled": 0,
+                            "numberAvailable": 0}
+            store.update_status(ds)
+            changed = True
+        return changed

@@ -1,0 +1,119 @@
+"""``tau cluster install``: the offline dry run, release discovery, the two Helm passes and readiness."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from tau_cluster.helm import Capabilities, Helm, HelmError
+from tau_cluster.options import InstallOptions
+from tau_cluster.plan import count_kinds, parse_manifests
+from tau_core.errors import ConflictError, TauError
+
+UNREACHABLE = ("manifest unknown", "not found", "pull access denied", "repository not found", "unauthorized",
+               "denied", "403 forbidden", "401", "no such host", "failed to do request", "connection refused")
+CRD_MANAGER = "taugrid-crds"
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _chart_failure(options: InstallOptions, exc: HelmError) -> TauError:
+    """The unreachable-default-chart message, or the Helm error as it was."""
+    text = exc.stderr.lower()
+    if options.default_chart and any(signal in text for signal in UNREACHABLE):
+        return TauError(
+            f"cannot fetch the default TauGrid chart {options.chart} version {options.version}: check that the "
+            f"version is published and that Helm can log in to its registry ({exc.message})",
+            hint="or pass --chart with another chart reference or a local chart directory")
+    return exc
+
+
+def render(helm: Helm, options: InstallOptions) -> list[dict[str, Any]]:
+    """Offline ``helm template`` of the whole distribution (CRDs included); no cluster contact."""
+    args = ["template", options.release, *options.chart_args(), "--namespace", options.namespace, "--include-crds",
+            *(["--dependency-update"] if options.dependency_update else []), *options.value_args()]
+    try:
+        return parse_manifests(helm.run(args, timeout=options.timeout_seconds + 60, kube=False))
+    except HelmError as exc:
+        raise _chart_failure(options, exc) from exc
+
+
+def dry_run(helm: Helm, options: InstallOptions) -> list[tuple[str, int]]:
+    return count_kinds(render(helm, options))
+
+
+def existing_release(helm: Helm, options: InstallOptions) -> bool:
+    """Whether the release exists in ``--namespace``; a release of that name elsewhere is refused."""
+    found = [r for r in helm.releases(options.release) if r.status != "uninstalled"]
+    elsewhere = sorted({r.namespace for r in found if r.namespace != options.namespace})
+    if elsewhere:
+        other = elsewhere[0]
+        raise ConflictError(
+            f"Helm release {options.release} already exists in namespace {other}, and a release cannot move "
+            f"namespaces in place",
+            hint=f"rerun with --namespace {other}, or migrate and uninstall that release before installing it "
+                 f"in {options.namespace}")
+    return bool(found)
+
+
+def upgrade_args(options: InstallOptions, caps: Capabilities, *, bootstrap: bool) -> list[str]:
+    args = ["upgrade", "--install", options.release, *options.chart_args(), "--namespace", options.namespace,
+            "--timeout", options.timeout]
+    if options.create_namespace:
+        args.append("--create-namespace")
+    if options.dependency_update:
+        args.append("--dependency-update")
+    if bootstrap:
+        args.append("--wait")  # Kueue's webhooks must serve before queue objects are created
+    else:
+        args.append("--reset-values")  # never replay the bootstrap's baselineQueue.enabled=false
+        if options.wait:
+            args.append("--wait")
+        if options.atomic:
+            args.append(caps.rollback_flag())
+    args += caps.conflict_flags()
+    args += options.value_args()
+    if bootstrap:
+        args += ["--set", "baselineQueue.enabled=false"]
+    return args
+
+
+def helm_passes(helm: Helm, options: InstallOptions, *, fresh: bool,
+                reapply_crds: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
+    """Phase 1 (fresh releases only) then phase 2; an existing release first gets its Tau CRDs re-applied."""
+    caps = helm.capabilities()
+    timeout = options.timeout_seconds + 60
+    if not fresh and reapply_crds is not None:
+        crds = [o for o in render(helm, options) if o.get("kind") == "CustomResourceDefinition"
+                and str((o.get("spec") or {}).get("group", "")) == "tau.azure.com"]
+        say("Updating the TauGrid CRDs from the selected chart; existing custom resources are kept.")
+        reapply_crds(crds)
+    if fresh:
+        say("Phase 1/2: installing the control plane, CRDs and Kueue webhooks (no queue policy yet)...")
+        try:
+            helm.run(upgrade_args(options, caps, bootstrap=True), timeout=timeout)
+        except HelmError as exc:
+            failure = _chart_failure(options, exc)
+            raise TauError(f"installing the TauGrid control plane before the queue policy failed: {failure.message}",
+                           hint=failure.hint) from exc
+    say(f"Phase {'2/2' if fresh else '2'}: applying the queue policy and the full values...")
+    try:
+        helm.run(upgrade_args(options, caps, bootstrap=False), timeout=timeout)
+    except HelmError as exc:
+        raise _chart_failure(options, exc) from exc
+
+
+def success_text(options: InstallOptions) -> str:
+    ns = options.namespace
+    return "\n".join([
+        f"TauGrid is installed and ready as Helm release {options.release} in namespace {ns}.",
+        "Next steps:",
+        f"  1. tau workspace create <name> --system-namespace {ns} --principal-name <group> --apply",
+        f"  2. kubectl wait workspaces.tau.azure.com/<name> -n {ns} --for=condition=Ready",
+        "  3. pre-provision the workspace result PVC and check that it is Bound",
+        "  4. tau workspace init-repo <repository> --kube-context <context>",
+        "  5. researchers run: tau run train",
+    ])
