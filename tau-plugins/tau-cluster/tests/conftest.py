@@ -25,7 +25,12 @@ class TauClusterStandIn:
         self.enabled = True
 
     def reconcile(self, cluster: Any) -> bool:
-        tc = cluster.store.get("tau.azure.com/v1alpha1", "TauCluster", None, "cluster")
+        from tau_testing.sim import ApiError
+
+        try:
+            tc = cluster.store.get("tau.azure.com/v1alpha1", "TauCluster", None, "cluster")
+        except ApiError:  # the Tau CRDs are not installed yet
+            return False
         if tc is None:
             return False
         generation = tc["metadata"].get("generation", 1)

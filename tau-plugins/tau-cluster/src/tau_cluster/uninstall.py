@@ -33,8 +33,11 @@ def queue_objects(values: dict[str, Any]) -> list[tuple[str, str, str]]:
     return objects
 
 
+SINGULAR = {"clusterqueues": "clusterqueue", "resourceflavors": "resourceflavor", "topologies": "topology"}
+
+
 def describe(objects: list[tuple[str, str, str]]) -> str:
-    return ", ".join(f"{plural.rstrip('s')}/{name}" for _, plural, name in objects)
+    return ", ".join(f"{SINGULAR.get(plural, plural)}/{name}" for _, plural, name in objects)
 
 
 def drain(helm: Helm, options: UninstallOptions) -> tuple[bool, list[tuple[str, str, str]]]:
@@ -80,7 +83,7 @@ async def leftovers(session: KubeSession, objects: list[tuple[str, str, str]]) -
     for api_version, plural, name in objects:
         try:
             if await session.get(api_path(api_version, plural, name=name), missing_ok=True) is not None:
-                remaining.append(f"{plural.rstrip('s')}/{name}")
+                remaining.append(f"{SINGULAR.get(plural, plural)}/{name}")
         except KubeApiError:
             continue
     return remaining
