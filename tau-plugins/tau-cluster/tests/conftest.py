@@ -8,51 +8,7 @@ from typing import Any
 
 import pytest
 
-from tau_core.config.profiles import profile_set_hash
-from tau_testing.charts import DaemonSetStatus, build_test_umbrella
-
-
-class TauClusterStandIn:
-    """A test-side stand-in for the Tau controller (issue 11), which is not part of this branch.
-
-    It writes the status the controller publishes for the singleton: the generation observed, phase Ready,
-    NodesReady=True and every declared workload profile resolved and Ready, with the profileSetHash
-    computed by tau_core. What it proves is that the readiness checks and the export read that status
-    correctly, not that a controller produces it.
-    """
-
-    def __init__(self) -> None:
-        self.enabled = True
-
-    def reconcile(self, cluster: Any) -> bool:
-        from tau_testing.sim import ApiError
-
-        try:
-            tc = cluster.store.get("tau.azure.com/v1alpha1", "TauCluster", None, "cluster")
-        except ApiError:  # the Tau CRDs are not installed yet
-            return False
-        if tc is None:
-            return False
-        generation = tc["metadata"].get("generation", 1)
-        if (tc.get("status") or {}).get("observedGeneration") == generation:
-            return False
-        ready = {"status": "True", "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z"}
-        profiles = []
-        for p in (tc.get("spec") or {}).get("workloadProfiles") or []:
-            profiles.append({**p, "conditions": [{"type": "Ready", "reason": "WorkloadProfileReady",
-                                                  "message": "resolved", **ready}]})
-        hashable = [{k: v for k, v in p.items() if k != "conditions"} for p in profiles]
-        tc["status"] = {
-            "phase": "Ready", "observedGeneration": generation,
-            "conditions": [{"type": "NodesReady", "reason": "NoMatchingNodes", "message": "no catalog node", **ready},
-                           {"type": "WorkloadProfilesReady", "reason": "WorkloadProfilesReady",
-                            "message": f"{len(profiles)} workload profiles resolved", **ready}],
-            "workloadProfiles": {"observedGeneration": generation, "observed": len(profiles),
-                                 "ready": len(profiles), "drifted": 0,
-                                 "profileSetHash": profile_set_hash(hashable), "profiles": profiles},
-        }
-        cluster.store.update_status(tc)
-        return True
+from tau_testing.charts import DaemonSetStatus, TauClusterStandIn, build_test_umbrella
 
 
 @pytest.fixture(scope="session")

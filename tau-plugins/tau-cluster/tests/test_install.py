@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections import Counter
 
 import yaml
 
@@ -39,11 +40,17 @@ def test_dry_run_renders_offline_and_sends_no_request(tau_cli, env_for, live, um
     assert counts == sorted(counts, reverse=True)
 
 
-def test_dry_run_json_counts_kinds(tau_cli, env_for, umbrella):
+def test_dry_run_json_counts_kinds(tau_cli, env_for, umbrella, helm_bin, tmp_path):
     env_for()
-    result = tau_cli("cluster", "install", "--dry-run", "--chart", str(umbrella), "-o", "json")
+    result = tau_cli("cluster", "install", "--dry-run", "--chart", str(umbrella), "-o", "json",
+                     "-f", str(umbrella.parents[1] / "charts" / "taugrid" / "examples" / "services-opt-in.yaml"))
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
+    rendered = subprocess.run([str(helm_bin), "template", "taugrid", str(umbrella), "-n", "tau-system",
+                               "--include-crds", "-f", str(umbrella / "examples" / "services-opt-in.yaml")],
+                              capture_output=True, text=True, check=True, env=helm_env(tmp_path)).stdout
+    parsed = Counter(d["kind"] for d in yaml.safe_load_all(rendered) if d)
+    assert doc["render"]["kinds"] == dict(parsed)  # the fast kind scan agrees with a full YAML parse
     assert doc["plan"]["release"] == "taugrid" and doc["plan"]["dryRun"] is True
     assert doc["render"]["kinds"]["CustomResourceDefinition"] == 3
     assert doc["render"]["kinds"]["ClusterQueue"] == 1

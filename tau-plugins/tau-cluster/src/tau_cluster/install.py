@@ -8,7 +8,7 @@ from typing import Any
 
 from tau_cluster.helm import Capabilities, Helm, HelmError
 from tau_cluster.options import InstallOptions
-from tau_cluster.plan import count_kinds, parse_manifests
+from tau_cluster.plan import count_kinds, parse_manifests, split_documents
 from tau_core.errors import ConflictError, TauError
 
 UNREACHABLE = ("manifest unknown", "not found", "pull access denied", "repository not found", "unauthorized",
@@ -31,18 +31,18 @@ def _chart_failure(options: InstallOptions, exc: HelmError) -> TauError:
     return exc
 
 
-def render(helm: Helm, options: InstallOptions) -> list[dict[str, Any]]:
-    """Offline ``helm template`` of the whole distribution (CRDs included); no cluster contact."""
+def render(helm: Helm, options: InstallOptions) -> list[tuple[str, str]]:
+    """Offline ``helm template`` of the whole distribution (CRDs included): (kind, text) per object."""
     args = ["template", options.release, *options.chart_args(), "--namespace", options.namespace, "--include-crds",
             *(["--dependency-update"] if options.dependency_update else []), *options.value_args()]
     try:
-        return parse_manifests(helm.run(args, timeout=options.timeout_seconds + 60, kube=False))
+        return split_documents(helm.run(args, timeout=options.timeout_seconds + 60, kube=False))
     except HelmError as exc:
         raise _chart_failure(options, exc) from exc
 
 
 def dry_run(helm: Helm, options: InstallOptions) -> list[tuple[str, int]]:
-    return count_kinds(render(helm, options))
+    return count_kinds(kind for kind, _ in render(helm, options))
 
 
 def existing_release(helm: Helm, options: InstallOptions) -> bool:
@@ -87,8 +87,9 @@ def helm_passes(helm: Helm, options: InstallOptions, *, fresh: bool,
     caps = helm.capabilities()
     timeout = options.timeout_seconds + 60
     if not fresh and reapply_crds is not None:
-        crds = [o for o in render(helm, options) if o.get("kind") == "CustomResourceDefinition"
-                and str((o.get("spec") or {}).get("group", "")) == "tau.azure.com"]
+        docs = [text for kind, text in render(helm, options) if kind == "CustomResourceDefinition"]
+        crds = [o for o in parse_manifests("\n---\n".join(docs))
+                if str((o.get("spec") or {}).get("group", "")) == "tau.azure.com"]
         say("Updating the TauGrid CRDs from the selected chart; existing custom resources are kept.")
         reapply_crds(crds)
     if fresh:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -40,9 +41,28 @@ def plan_text(plan: dict[str, Any]) -> str:
     return "TauGrid installation plan\n" + "\n".join(f"  {k + ':':<12}{v}" for k, v in rows)
 
 
-def count_kinds(objects: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
+_DOC_SPLIT = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_TOP_KIND = re.compile(r"^kind:[ \t]*['\"]?([A-Za-z0-9]+)", re.MULTILINE)
+
+
+def split_documents(text: str) -> list[tuple[str, str]]:
+    """(kind, document text) of every non-empty document of a rendered manifest stream.
+
+    Helm writes each object with its top-level keys at column 0, so the first ``kind:`` at the start of a
+    line is the object's kind; nested ``kind:`` keys are always indented. Parsing every CRD in full just
+    to count it costs most of a dry run's time, so only the documents a caller needs are parsed.
+    """
+    found = []
+    for doc in _DOC_SPLIT.split(text):
+        match = _TOP_KIND.search(doc)
+        if match:
+            found.append((match.group(1), doc))
+    return found
+
+
+def count_kinds(kinds: Iterable[str]) -> list[tuple[str, int]]:
     """Objects per kind, most numerous first, then by name."""
-    counts = Counter(str(o.get("kind", "?")) for o in objects if isinstance(o, dict))
+    counts = Counter(kinds)
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
