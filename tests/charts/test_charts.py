@@ -11,7 +11,8 @@ from tau_core.k8s_schema import object_errors
 
 from .conftest import CHARTS, ROOT
 
-EXAMPLES = sorted((CHARTS / "taugrid" / "examples").glob("*.yaml"))
+EXAMPLES = [*sorted((CHARTS / "taugrid" / "examples").glob("*.yaml")),
+            ROOT / "examples" / "kind-smoke" / "cluster-values.yaml"]
 TAU_CRDS = ROOT / "deploy" / "crds"
 
 
