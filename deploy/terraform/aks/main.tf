@@ -35,6 +35,7 @@ resource "azurerm_kubernetes_cluster" "taugrid" {
   # checkov:skip=CKV_AZURE_117:Disk encryption sets need a Key Vault the platform owns; add disk_encryption_set_id for production.
   # checkov:skip=CKV_AZURE_226:Ephemeral OS disks depend on the VM size's cache; the managed default works for every size.
   # checkov:skip=CKV_AZURE_6:Authorized IP ranges are a variable (api_server_authorized_ip_ranges); empty means the operator chose open access.
+  # checkov:skip=CKV_AZURE_232:The TauGrid control plane (Kueue, KubeRay, controller, Portal) runs on the system pool; the only other pool is GPU-tainted.
   # checkov:skip=CKV_AZURE_170:The Standard tier (uptime SLA) is set; the check wants the paid tier on every pool too.
 
   api_server_access_profile {
@@ -106,6 +107,7 @@ resource "azurerm_storage_account" "results" {
   # checkov:skip=CKV2_AZURE_41:No SAS tokens are issued by this root.
   # checkov:skip=CKV_AZURE_59:Public network access is limited by network_rules; the CSI driver reaches it from the cluster.
   # checkov:skip=CKV_AZURE_206:LRS is a trial default; use ZRS or GRS for production result data.
+  # checkov:skip=CKV2_AZURE_38:FileStorage accounts have no blob soft delete; share soft delete is set in share_properties below.
   name                            = substr(replace(lower("${var.cluster_name}results"), "/[^a-z0-9]/", ""), 0, 24)
   resource_group_name             = azurerm_resource_group.taugrid.name
   location                        = azurerm_resource_group.taugrid.location
@@ -118,6 +120,11 @@ resource "azurerm_storage_account" "results" {
   network_rules {
     default_action = "Deny"
     bypass         = ["AzureServices"]
+  }
+  share_properties {
+    retention_policy {
+      days = 14 # soft delete: a deleted result share can be restored for two weeks
+    }
   }
   tags = var.tags
 }
