@@ -42,7 +42,7 @@ def test_export_refuses_stale_or_mismatched_status(tau_cli, env_for, live, umbre
         build_snapshot(stale)
     drifted = json.loads(json.dumps(tc))
     drifted["status"]["workloadProfiles"]["profiles"][0]["gpusPerWorker"] = 64
-    with pytest.raises(TauError, match="refusing to export workload profiles"):
+    with pytest.raises(TauError, match="profileSetHash mismatch"):
         build_snapshot(drifted)
     empty = json.loads(json.dumps(tc))
     empty["status"]["workloadProfiles"]["profileSetHash"] = ""

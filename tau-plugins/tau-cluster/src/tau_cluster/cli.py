@@ -89,6 +89,16 @@ def validate_installation(context: str, release: str, namespace: str, timeout: s
     run_validate(context, release, namespace, timeout, poll_interval, output)
 
 
+@validate.command("topology", context_settings=CONTEXT)
+@context_option
+@click.option("--profile", default=None, help="One ready workload profile (default: every ready profile).")
+def validate_topology(context: str, profile: str | None) -> None:
+    """Check each ready workload profile's queues, priority classes and GPU flavor contract."""
+    from tau_cluster.commands import run_validate_topology
+
+    run_validate_topology(context, profile)
+
+
 @cluster.group(context_settings=CONTEXT)
 def profiles() -> None:
     """Workload-profile snapshots."""

@@ -112,3 +112,16 @@ def run_profiles_export(context: str, path: str | None) -> None:
     from tau_cluster.profiles import export
 
     export(context or None, path)
+
+
+def run_validate_topology(context: str, profile: str | None) -> None:
+    from tau_cluster.topology import validate
+
+    async def go() -> None:
+        async with await _session(context) as session:
+            lines, tally = await validate(session, profile)
+        click.echo("\n".join(lines))
+        if tally.count("error"):
+            raise TauError(f"topology validation failed: {tally.count('error')} error(s)")
+
+    run(go)

@@ -27,8 +27,11 @@ def _ready_at(obj: dict[str, Any], ctype: str, generation: int) -> bool:
     return False
 
 
-def build_snapshot(tc: dict[str, Any]) -> dict[str, Any]:
-    """The snapshot document of a TauCluster, or a :class:`TauError` saying why it cannot be trusted."""
+def ready_profiles(tc: dict[str, Any]) -> tuple[int, str, list[dict[str, Any]]]:
+    """(generation, profileSetHash, resolved status profiles) of a current, ready, self-consistent TauCluster.
+
+    Fail closed: a :class:`TauError` says why the status cannot be trusted.
+    """
     name = tc["metadata"]["name"]
     generation = int(tc["metadata"].get("generation") or 0)
     wp = (tc.get("status") or {}).get("workloadProfiles") or {}
@@ -42,16 +45,23 @@ def build_snapshot(tc: dict[str, Any]) -> dict[str, Any]:
     status_hash = str(wp.get("profileSetHash") or "")
     if not status_hash:
         raise TauError(f"TauCluster {name!r} has an empty profileSetHash")
-    profiles = [{k: p[k] for k in PROFILE_KEYS if k in p} for p in wp.get("profiles") or []]
-    profiles.sort(key=lambda p: str(p.get("name")))
+    resolved = sorted((dict(p) for p in wp.get("profiles") or []), key=lambda p: str(p.get("name")))
+    profiles = [{k: p[k] for k in PROFILE_KEYS if k in p} for p in resolved]
     unready = [p.get("name") for p in profiles if not _ready_at(p, "Ready", generation)]
     if unready:
         raise TauError(f"TauCluster {name!r} has profiles that are not Ready at generation {generation}: "
                        f"{', '.join(map(str, unready))}")
     calculated = profile_set_hash(profiles)
     if calculated != status_hash:
-        raise TauError(f"refusing to export workload profiles: the exported profiles hash to {calculated}, but "
-                       f"TauCluster {name!r} status says {status_hash}")
+        raise TauError(f"TauCluster {name!r} profileSetHash mismatch: status has {status_hash}, the profiles hash "
+                       f"to {calculated}; refusing to use them", hint="wait for the controller to republish it")
+    return generation, status_hash, resolved
+
+
+def build_snapshot(tc: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot document of a TauCluster (only the fields the snapshot reader accepts)."""
+    generation, status_hash, resolved = ready_profiles(tc)
+    profiles = [{k: p[k] for k in PROFILE_KEYS if k in p} for p in resolved]
     return {"apiVersion": SNAPSHOT_API_VERSION, "kind": SNAPSHOT_KIND, "tauClusterGeneration": generation,
             "profileSetHash": status_hash, "profiles": profiles}
 
