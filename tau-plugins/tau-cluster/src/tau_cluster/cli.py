@@ -89,6 +89,20 @@ def validate_installation(context: str, release: str, namespace: str, timeout: s
     run_validate(context, release, namespace, timeout, poll_interval, output)
 
 
+@validate.command("nodes", context_settings=CONTEXT)
+@context_option
+@click.option("--gpu-class", default=None, help="Only nodes labelled with this GPU class (any: no constraint).")
+@click.option("--selector", default=None, help="Label selector for the nodes to probe.")
+@click.option("--min-healthy", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Pass when at least this many nodes are healthy (0: every node must be).")
+@click.option("--timeout", default="2m", show_default=True, help="Limit per probe pod (at least 10s).")
+def validate_nodes(context: str, gpu_class: str | None, selector: str | None, min_healthy: int, timeout: str) -> None:
+    """Probe every GPU node with a privileged pod (nvidia-smi, NVLink, ECC, InfiniBand)."""
+    from tau_cluster.commands import run_validate_nodes
+
+    run_validate_nodes(context, gpu_class, selector, min_healthy, timeout)
+
+
 @validate.command("topology", context_settings=CONTEXT)
 @context_option
 @click.option("--profile", default=None, help="One ready workload profile (default: every ready profile).")

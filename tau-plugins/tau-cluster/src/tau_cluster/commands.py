@@ -10,7 +10,7 @@ from tau_cluster.helm import Helm
 from tau_cluster.options import InstallOptions, UninstallOptions, parse_duration, require
 from tau_cluster.plan import plan_document, plan_text, summary_text
 from tau_cluster.waiting import release_values, wait_ready
-from tau_core.errors import TauError
+from tau_core.errors import TauError, UsageError
 from tau_core.kube import KubeSession, run
 from tau_core.output import to_json
 
@@ -123,5 +123,43 @@ def run_validate_topology(context: str, profile: str | None) -> None:
         click.echo("\n".join(lines))
         if tally.count("error"):
             raise TauError(f"topology validation failed: {tally.count('error')} error(s)")
+
+    run(go)
+
+
+def node_selector(gpu_class: str | None, selector: str | None) -> str | None:
+    """The node label selector of --gpu-class and --selector (deprecated class names warn)."""
+    from tau_core.keys import GPU_CLASS
+    from tau_core.rendering import GPU_CLASSES, normalized_gpu_class
+
+    parts = [selector] if selector else []
+    if gpu_class is not None:
+        canonical = normalized_gpu_class(gpu_class)
+        if canonical not in GPU_CLASSES:
+            raise UsageError(f"--gpu-class {gpu_class!r} is not a GPU class", hint="one of: " + ", ".join(GPU_CLASSES))
+        if canonical != gpu_class.strip().lower():
+            click.echo(f"warning: gpu_class {gpu_class!r} is deprecated; use {canonical!r}", err=True)
+        if canonical == "any":
+            if selector and GPU_CLASS in selector:
+                raise UsageError(f"--gpu-class any cannot be combined with a {GPU_CLASS} selector")
+        else:
+            parts.append(f"{GPU_CLASS}={canonical}")
+    return ",".join(parts) or None
+
+
+def run_validate_nodes(context: str, gpu_class: str | None, selector: str | None, min_healthy: int,
+                       timeout: str) -> None:
+    from tau_cluster.nodes import outcome, table, validate_nodes
+
+    seconds = parse_duration(timeout, "--timeout")
+    if seconds < 10:
+        raise UsageError(f"invalid --timeout: {timeout!r} is below the 10s minimum")
+    labels = node_selector(gpu_class, selector)
+
+    async def go() -> None:
+        async with await _session(context) as session:
+            results = await validate_nodes(session, labels, seconds)
+        click.echo(table(results) if results else "no GPU nodes found")
+        outcome(results, min_healthy)
 
     run(go)
