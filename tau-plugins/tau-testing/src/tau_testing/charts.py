@@ -73,18 +73,20 @@ def write_standin(directory: Path, name: str) -> Path:
     return chart
 
 
-def sync_controller_crds(chart: Path) -> list[Path]:
+def sync_controller_crds(chart: Path, crds: Path | None = None) -> list[Path]:
     """Run the repository's own CRD copy step (deploy/tools/sync_chart_crds.py) for ``chart``."""
     script = repo_root() / "deploy" / "tools" / "sync_chart_crds.py"
-    return list(runpy.run_path(str(script))["sync"](chart))
+    sync = runpy.run_path(str(script))["sync"]
+    return list(sync(chart, crds) if crds is not None else sync(chart))
 
 
-def build_test_umbrella(dest: Path, helm: Path, *, source: Path | None = None) -> Path:
-    """Copy the charts to ``dest/charts``, swap in the stand-ins and build the umbrella's dependencies."""
-    source = source or repo_root() / "deploy" / "charts"
+def build_test_umbrella(dest: Path, helm: Path, *, deploy: Path | None = None) -> Path:
+    """Copy ``deploy``'s charts (default: this checkout's) to ``dest/charts``, sync its CRDs into the controller
+    chart, swap in the stand-ins and build the umbrella's dependencies."""
+    deploy = deploy or repo_root() / "deploy"
     charts = dest / "charts"
-    shutil.copytree(source, charts, ignore=shutil.ignore_patterns("charts", "Chart.lock", "*.tgz", "crds"))
-    sync_controller_crds(charts / "tau-core-controller")
+    shutil.copytree(deploy / "charts", charts, ignore=shutil.ignore_patterns("charts", "Chart.lock", "*.tgz", "crds"))
+    sync_controller_crds(charts / "tau-core-controller", deploy / "crds")
     for name in STANDINS:
         write_standin(dest / "standins", name)
     chart_yaml = charts / "taugrid" / "Chart.yaml"
@@ -167,3 +169,24 @@ class TauClusterStandIn:
         }
         cluster.store.update_status(tc)
         return True
+
+
+def deploy_tree_at(revision: str, dest: Path) -> Path:
+    """``deploy/`` as it was at a git ``revision`` of this repository (for upgrade tests), under ``dest``."""
+    import io
+    import tarfile
+
+    archive = subprocess.run(["git", "-C", str(repo_root()), "archive", "--format=tar", revision, "deploy"],
+                             capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "deploy"
+
+
+def previous_chart_revision() -> str:
+    """The newest commit before HEAD's chart state that changed deploy/charts (or the only one there is)."""
+    log = subprocess.run(["git", "-C", str(repo_root()), "log", "--format=%H", "--", "deploy/charts"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    if not log:
+        raise RuntimeError("git history holds no version of deploy/charts (a shallow clone?)")
+    return log[1] if len(log) > 1 else log[0]
