@@ -78,6 +78,13 @@ def test_fresh_install_runs_two_passes_then_reports_ready(tau_cli, env_for, live
     assert store.get("v1", "Secret", "tau-system", "sh.helm.release.v1.taugrid.v2") is not None
     controller = store.get("apps/v1", "Deployment", "tau-system", "tau-core-controller")
     assert controller["metadata"]["managedFields"][0]["operation"] == "Apply"  # Helm 4 server-side apply
+    validated = tau_cli("cluster", "validate", "installation", "-o", "json", "--timeout", "10s")
+    assert validated.exit_code == 0, validated.stderr
+    doc = json.loads(validated.stdout)
+    assert doc["ready"] is True and (doc["passed"], doc["total"]) == (8, 8)
+    assert [c["name"] for c in doc["checks"]] == ["Kubernetes", "Kueue", "KubeRay", "Portal", "Tau controller",
+                                                  "TauCluster", "Baseline queue", "Quota guard"]
+    assert doc["checks"][7]["detail"] == "ValidatingAdmissionPolicy fails closed and its binding enforces Deny"
 
 
 def test_upgrade_is_phase_two_only_reapplies_crds_and_keeps_workspaces(tau_cli, env_for, live, umbrella):
@@ -96,15 +103,3 @@ def test_upgrade_is_phase_two_only_reapplies_crds_and_keeps_workspaces(tau_cli, 
     assert live.store.get("tau.azure.com/v1alpha1", "TauWorkspace", "tau-system", "research") is not None
     assert live.store.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "batch") is not None
     assert live.store.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "jobqueue") is None
-
-
-def test_validate_installation_json_after_install(tau_cli, env_for, live, umbrella):
-    env_for(live)
-    assert tau_cli("cluster", "install", "--chart", str(umbrella), "--timeout", "2m").exit_code == 0
-    result = tau_cli("cluster", "validate", "installation", "-o", "json", "--timeout", "10s")
-    assert result.exit_code == 0, result.stderr
-    doc = json.loads(result.stdout)
-    assert doc["ready"] is True and (doc["passed"], doc["total"]) == (8, 8)
-    assert [c["name"] for c in doc["checks"]] == ["Kubernetes", "Kueue", "KubeRay", "Portal", "Tau controller",
-                                                  "TauCluster", "Baseline queue", "Quota guard"]
-    assert doc["checks"][7]["detail"] == "ValidatingAdmissionPolicy fails closed and its binding enforces Deny"

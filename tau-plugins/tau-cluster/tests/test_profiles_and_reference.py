@@ -20,7 +20,7 @@ def installed(tau_cli, env_for, live, umbrella):
     return live.store.get("tau.azure.com/v1alpha1", "TauCluster", None, "cluster")
 
 
-def test_export_round_trips_through_the_cli_snapshot_reader(tau_cli, env_for, live, umbrella, tmp_path):
+def test_export_round_trips_and_refuses_untrusted_status(tau_cli, env_for, live, umbrella, tmp_path):
     installed(tau_cli, env_for, live, umbrella)
     target = tmp_path / "profiles.yaml"
     result = tau_cli("cluster", "profiles", "export", "-o", str(target))
@@ -32,10 +32,7 @@ def test_export_round_trips_through_the_cli_snapshot_reader(tau_cli, env_for, li
     assert [p["name"] for p in catalog.profiles] == sorted(p["name"] for p in catalog.profiles)
     again = tau_cli("cluster", "profiles", "export")
     assert again.stdout == target.read_text()  # deterministic
-
-
-def test_export_refuses_stale_or_mismatched_status(tau_cli, env_for, live, umbrella):
-    tc = installed(tau_cli, env_for, live, umbrella)
+    tc = live.store.get("tau.azure.com/v1alpha1", "TauCluster", None, "cluster")
     stale = json.loads(json.dumps(tc))
     stale["metadata"]["generation"] = 2
     with pytest.raises(TauError, match="workload profiles are stale: observed at generation 1"):

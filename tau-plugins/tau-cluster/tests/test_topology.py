@@ -48,10 +48,6 @@ def test_missing_objects_fail_closed(tau_cli, env_for, live, umbrella):
     assert "error: topology validation failed: 1 error(s)" in result.stderr
     unknown = tau_cli("cluster", "validate", "topology", "--profile", "nope")
     assert unknown.exit_code == 1 and "workload profile 'nope' is not in the ready profile set" in unknown.stderr
-
-
-def test_an_unready_profile_set_is_refused(tau_cli, env_for, live, umbrella):
-    prepared(tau_cli, env_for, live, umbrella)
     live.stand_in.enabled = False
     tc = live.store.get("tau.azure.com/v1alpha1", "TauCluster", None, "cluster")
     tc["spec"]["managementMode"] = "Observe"  # a spec change: generation 2, not yet observed

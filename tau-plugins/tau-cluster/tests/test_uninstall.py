@@ -20,6 +20,11 @@ def test_uninstall_needs_yes(tau_cli, env_for):
 
 def test_queue_policy_is_drained_while_kueue_still_runs(tau_cli, env_for, live, umbrella):
     install(tau_cli, env_for, live, umbrella)
+    dry = tau_cli("cluster", "uninstall", "--dry-run", "--chart", str(umbrella))
+    assert dry.exit_code == 0, dry.stderr
+    assert "TauGrid Helm uninstall dry run finished; nothing in the cluster was changed." in dry.stdout
+    assert live.store.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "jobqueue") is not None
+    assert live.store.get("apps/v1", "Deployment", "tau-system", "tau-core-controller") is not None
     order: list[tuple[str, str, bool]] = []
 
     def record(event: str, obj: dict) -> None:
@@ -57,15 +62,6 @@ def test_mismatched_chart_skips_the_drain_and_failed_removal_prints_guidance(tau
     assert "The queue policy was not drained" in result.stderr
     assert "kubectl patch clusterqueues/jobqueue resourceflavors/taugrid-default-cpu" in result.stderr
     assert "error: helm uninstall failed" in result.stderr
-
-
-def test_dry_run_changes_nothing(tau_cli, env_for, live, umbrella):
-    install(tau_cli, env_for, live, umbrella)
-    result = tau_cli("cluster", "uninstall", "--dry-run", "--chart", str(umbrella))
-    assert result.exit_code == 0, result.stderr
-    assert "TauGrid Helm uninstall dry run finished; nothing in the cluster was changed." in result.stdout
-    assert live.store.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "jobqueue") is not None
-    assert live.store.get("apps/v1", "Deployment", "tau-system", "tau-core-controller") is not None
 
 
 def test_validate_skips_components_disabled_in_the_release(tau_cli, env_for, live, umbrella):
