@@ -73,6 +73,7 @@ def test_readiness_timeout_leaves_the_release_and_says_what_failed(tau_cli, env_
     result = tau_cli("cluster", "install", "--chart", str(umbrella), "--timeout", "3s")
     assert result.exit_code == 1
     assert "error: TauGrid did not become ready within 3s: TauCluster: generation 1 not yet observed" in result.stderr
+    assert "\r" not in result.stderr  # no progress line drawn when stderr is not a terminal
     assert live.store.get("v1", "Secret", "tau-system", "sh.helm.release.v1.taugrid.v2") is not None
 
 

@@ -103,3 +103,71 @@ def test_upgrade_is_phase_two_only_reapplies_crds_and_keeps_workspaces(tau_cli, 
     assert live.store.get("tau.azure.com/v1alpha1", "TauWorkspace", "tau-system", "research") is not None
     assert live.store.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "batch") is not None
     assert live.store.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "jobqueue") is None
+
+
+def test_quota_guard_is_enforced_by_the_api_server(tau_cli, env_for, live, umbrella):
+    """The chart's ValidatingAdmissionPolicy, evaluated by the simulator's VAP engine on real API requests."""
+    from tau_testing.sim.client import api_client, expect_api_error, run
+
+    env_for(live)
+    assert tau_cli("cluster", "install", "--chart", str(umbrella), "--timeout", "2m").exit_code == 0
+    live.store.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                       "metadata": {"name": "quota-requester"},
+                       "rules": [{"apiGroups": ["tau.azure.com"], "resources": ["quotarequests"],
+                                  "verbs": ["create", "update", "get", "patch"]}]})
+    live.store.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                       "metadata": {"name": "quota-requester-alice"},
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                   "name": "quota-requester"},
+                       "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]})
+
+    def request(name, annotations):
+        return {"apiVersion": "tau.azure.com/v1alpha1", "kind": "TauQuotaRequest",
+                "metadata": {"name": name, "namespace": "tau-system", "annotations": annotations},
+                "spec": {"workspace": "research", "resource": "nvidia.com/gpu", "requested": 8, "reason": "eval"}}
+
+    async def go():
+        from kubernetes_asyncio import client
+
+        async with api_client(live, user="alice") as api:
+            custom = client.CustomObjectsApi(api)
+            args = ("tau.azure.com", "v1alpha1", "tau-system", "quotarequests")
+            await custom.create_namespaced_custom_object(*args, request("plain", {}))
+            denied = await expect_api_error(custom.create_namespaced_custom_object(
+                *args, request("self-approved", {"tau.azure.com/approved": "true"})), 422)
+            assert "Only platform administrators may set the quota decision annotations" in denied["message"]
+        async with api_client(live, user="admin") as api:
+            await client.CustomObjectsApi(api).create_namespaced_custom_object(
+                *args, request("approved", {"tau.azure.com/approved": "true", "tau.azure.com/reviewed-by": "ops"}))
+
+    run(go())
+
+
+def test_namespace_move_is_refused_while_tau_objects_live_elsewhere(tau_cli, env_for, live, umbrella):
+    env_for(live)
+    assert tau_cli("cluster", "install", "--chart", str(umbrella), "--timeout", "2m").exit_code == 0
+    live.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tau-platform"}})
+    live.store.create({"apiVersion": "tau.azure.com/v1alpha1", "kind": "TauWorkspace",
+                       "metadata": {"name": "legacy", "namespace": "tau-platform"},
+                       "spec": {"target": {"namespace": "legacy"}, "authorization": {"mode": "cluster-wide"}}})
+    result = tau_cli("cluster", "install", "--chart", str(umbrella), "--timeout", "2m")
+    assert result.exit_code == 1
+    assert ("cannot move the TauGrid system namespace to tau-system: Tau system objects still live elsewhere "
+            "(workspaces/legacy in tau-platform)") in result.stderr
+
+
+def test_helm_flags_follow_the_capabilities():
+    from tau_cluster.helm import Capabilities
+    from tau_cluster.install import upgrade_args
+    from tau_cluster.options import InstallOptions
+
+    options = InstallOptions(chart="oci://example/taugrid", atomic=True, values=(), sets=("a=b",))
+    helm4 = upgrade_args(options, Capabilities(True, True), bootstrap=False)
+    assert helm4[:6] == ["upgrade", "--install", "taugrid", "oci://example/taugrid", "--version", "0.3.2"]
+    assert {"--reset-values", "--rollback-on-failure", "--server-side=true", "--force-conflicts"} <= set(helm4)
+    assert "--atomic" not in helm4 and "--wait" not in helm4
+    helm3 = upgrade_args(options, Capabilities(False, False), bootstrap=False)
+    assert "--atomic" in helm3 and "--server-side=true" not in helm3 and "--force-conflicts" not in helm3
+    bootstrap = upgrade_args(options, Capabilities(True, True), bootstrap=True)
+    assert "--wait" in bootstrap and "--reset-values" not in bootstrap and "--rollback-on-failure" not in bootstrap
+    assert bootstrap[-4:] == ["--set", "a=b", "--set", "baselineQueue.enabled=false"]
