@@ -44,8 +44,7 @@ def install(output: str, **kwargs: Any) -> None:
     """Install or upgrade TauGrid, then report readiness."""
     from tau_cluster.commands import run_install
 
-    run_install(o.InstallOptions(**{k: (tuple(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()}),
-                output)
+    run_install(o.InstallOptions(**kwargs), output)
 
 
 @cluster.command(context_settings=CONTEXT)

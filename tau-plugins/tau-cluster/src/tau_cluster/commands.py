@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from tau_cluster import install as inst
@@ -37,13 +39,14 @@ def run_install(options: InstallOptions, output: str) -> None:
     run(_install_live, helm, options, fresh, plan, output)
 
 
-async def _install_live(helm: Helm, options: InstallOptions, fresh: bool, plan: dict, output: str) -> None:
+async def _install_live(helm: Helm, options: InstallOptions, fresh: bool, plan: dict[str, Any],
+                        output: str) -> None:
     from tau_cluster import live
 
     async with await _session(options.context) as session:
         if not fresh:
             await live.refuse_namespace_move(session, options.namespace)
-        crds: list[dict] = []
+        crds: list[dict[str, Any]] = []
         inst.helm_passes(helm, options, fresh=fresh, reapply_crds=crds.extend)
         if crds:
             await live.apply_crds(session, crds, timeout=options.timeout_seconds)
@@ -84,7 +87,7 @@ def run_uninstall(options: UninstallOptions) -> None:
     if not options.yes and not options.dry_run:
         raise TauError(uninst.NEED_YES)
     helm = Helm.locate(kube_context=options.context)
-    drained, objects = False, []
+    drained, objects = False, list[tuple[str, str, str]]()
     if options.drain_queue and not options.dry_run:
         drained, objects = uninst.drain(helm, options)
         if drained:

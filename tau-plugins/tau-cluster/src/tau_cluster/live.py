@@ -44,8 +44,8 @@ async def apply_crds(session: KubeSession, crds: list[dict[str, Any]], *, timeou
     deadline = time.monotonic() + timeout
     for name in names:
         while True:
-            crd = await session.get(api_path(CRD_API, "customresourcedefinitions", name=name))
-            established = condition(crd, "Established")
+            current = await session.get(api_path(CRD_API, "customresourcedefinitions", name=name))
+            established = condition(current, "Established")
             if established and established.get("status") == "True":
                 break
             if time.monotonic() > deadline:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def ready_profiles(tc: dict[str, Any]) -> tuple[int, str, list[dict[str, Any]]]:
     if unready:
         raise TauError(f"TauCluster {name!r} has profiles that are not Ready at generation {generation}: "
                        f"{', '.join(map(str, unready))}")
-    calculated = profile_set_hash(profiles)
+    calculated = profile_set_hash(list[Mapping[str, Any]](profiles))
     if calculated != status_hash:
         raise TauError(f"TauCluster {name!r} profileSetHash mismatch: status has {status_hash}, the profiles hash "
                        f"to {calculated}; refusing to use them", hint="wait for the controller to republish it")

@@ -15,6 +15,7 @@ import os
 import runpy
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,8 @@ class TauClusterStandIn:
                             "message": f"{len(profiles)} workload profiles resolved", **ready}],
             "workloadProfiles": {"observedGeneration": generation, "observed": len(profiles),
                                  "ready": len(profiles), "drifted": 0,
-                                 "profileSetHash": profile_set_hash(hashable), "profiles": profiles},
+                                 "profileSetHash": profile_set_hash(list[Mapping[str, Any]](hashable)),
+                                 "profiles": profiles},
         }
         cluster.store.update_status(tc)
         return True
