@@ -76,3 +76,19 @@ def test_health_rules(change, status):
     probe = {**parse_probe("\n".join(HEALTHY)), **change}
     assert verdict("n", 8, "device-plugin", probe).status == status
     assert verdict("n", 8, "device-plugin", {}).status == "UNKNOWN"
+
+
+def test_dra_slices_count_gpus_per_node_with_mig_collapsed_to_the_parent():
+    from tau_cluster.nodes import dra_gpus
+
+    def device(name, parent=None):
+        attributes = {"uuid": {"string": name}} | ({"parentUUID": {"string": parent}} if parent else {})
+        return {"name": name, "attributes": attributes}
+
+    slices = [
+        {"spec": {"driver": "gpu.nvidia.com", "nodeName": "a", "devices": [device("g0"), device("g1")]}},
+        {"spec": {"driver": "gpu.nvidia.com", "nodeName": "b",
+                  "devices": [device("m0", parent="g0"), device("m1", parent="g0"), device("g1")]}},
+        {"spec": {"driver": "net.example.com", "nodeName": "a", "devices": [device("nic0")]}},
+    ]
+    assert dra_gpus(slices) == {"a": 2, "b": 2}

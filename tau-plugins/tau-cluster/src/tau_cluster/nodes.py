@@ -61,6 +61,33 @@ def gpu_source(node: dict[str, Any]) -> tuple[str, int]:
     return "none", 0
 
 
+def dra_gpus(slices: list[dict[str, Any]]) -> dict[str, int]:
+    """GPUs per node published as DRA ResourceSlices by a GPU driver; MIG devices count once per parent."""
+    found: dict[str, set[str]] = {}
+    for rs in slices:
+        spec = rs.get("spec") or {}
+        driver = str(spec.get("driver", "")).lower()
+        node = spec.get("nodeName")
+        if not node or not ("gpu" in driver or "nvidia" in driver):
+            continue
+        for device in spec.get("devices") or []:
+            attrs_ = ((device.get("basic") or device).get("attributes") or {})
+            parent = (attrs_.get("parentUUID") or attrs_.get("uuid") or {}).get("string") or device.get("name")
+            found.setdefault(node, set()).add(str(parent))
+    return {node: len(devices) for node, devices in found.items()}
+
+
+async def resource_slices(session: KubeSession) -> list[dict[str, Any]]:
+    """ResourceSlices from the first served resource.k8s.io version; none when DRA is not served."""
+    for version in ("v1", "v1beta2", "v1beta1"):
+        try:
+            return await session.list_items(api_path(f"resource.k8s.io/{version}", "resourceslices"))
+        except KubeApiError as exc:
+            if exc.status not in (404, 403):
+                raise
+    return []
+
+
 def looks_like_gpu(node: dict[str, Any]) -> bool:
     labels = node["metadata"].get("labels") or {}
     return bool(labels.get("kubernetes.azure.com/accelerator") or labels.get("accelerator")
@@ -97,7 +124,7 @@ def verdict(node: str, gpus: int, source: str, probe: dict[str, str]) -> NodeRes
         return NodeResult(node, gpus, source, "UNHEALTHY", **fields, reason="nvidia-smi failed")
     if probe.get("mig_mode", "").lower() == "enabled" and _int(probe.get("mig_instances")) == 0:
         return NodeResult(node, gpus, source, "UNHEALTHY", **fields, reason="MIG enabled with no instances")
-    if source == "device-plugin" and seen < gpus:
+    if source in ("device-plugin", "dra") and seen < gpus:
         return NodeResult(node, gpus, source, "UNHEALTHY", **fields, reason=f"nvidia-smi sees {seen} of {gpus}")
     if _int(probe.get("nvlink_inactive")):
         return NodeResult(node, gpus, source, "UNHEALTHY", **fields, reason="inactive NVLink links")
@@ -148,11 +175,14 @@ async def probe(session: KubeSession, node: str, gpus: int, source: str, timeout
 
 async def validate_nodes(session: KubeSession, selector: str | None, timeout: float) -> list[NodeResult]:
     nodes = await session.list_items(api_path("v1", "nodes"), label_selector=selector or None)
+    dra = dra_gpus(await resource_slices(session))
     results: list[NodeResult] = []
     jobs = []
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
         source, count = gpu_source(node)
         name = node["metadata"]["name"]
+        if not count and dra.get(name):
+            source, count = "dra", dra[name]
         if count:
             jobs.append(probe(session, name, count, source, timeout))
         elif looks_like_gpu(node):
