@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -198,3 +199,23 @@ def test_the_chart_crd_copy_is_not_committed():
     assert "deploy/charts/tau-core-controller/crds/" in ignored
 
 
+
+
+def test_gpu_monitoring_covers_the_documented_conditions_and_skus(helm):
+    def objects(*args):
+        out = helm("template", "taugrid", str(CHARTS / "gpu-monitoring"), "-n", "tau-system", *args).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    rendered = objects()
+    assert schema_problems(rendered) == []
+    config = json.loads(by_kind(rendered, "ConfigMap")["gpu-monitoring-collector"]["data"]["collector.json"])
+    assert len(config["conditions"]) == 20 and "XIDError79" in config["conditions"]
+    assert config["taint"] == "tau.azure.com/gpu-unhealthy"
+    daemonsets = by_kind(rendered, "DaemonSet")
+    assert {"gpu-monitoring-h200", "gpu-monitoring-node-exporter", "gpu-monitoring-collector"} <= set(daemonsets)
+    assert all(d["metadata"]["namespace"] == "tau-system" for d in daemonsets.values())
+    only = by_kind(objects("--set", "enabledGpuSkus={h200}"), "DaemonSet")
+    assert set(only) == {"gpu-monitoring-h200", "gpu-monitoring-node-exporter", "gpu-monitoring-collector"}
+    affinity = only["gpu-monitoring-collector"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["Standard_ND96isr_H200_v5"]
