@@ -20,6 +20,7 @@ case "$1" in
     fi
     echo "Error: UPGRADE FAILED: the stand-in does not install anything" >&2; exit 1 ;;
   list) echo "[]" ;;
+  template) exec "{real}" "$@" ;;
   *) echo "Error: unexpected call" >&2; exit 1 ;;
 esac
 """
@@ -40,6 +41,33 @@ def test_chart_that_fails_to_render(tau_cli, env_for, umbrella):
     assert result.exit_code == 1
     assert "helm template failed (using v4" in result.stderr
     assert "baselineQueue.gpu.enabled is true but baselineQueue.gpu.flavors is empty" in result.stderr
+
+
+def test_a_broken_chart_never_reaches_the_cluster(tau_cli, env_for, live, umbrella):
+    env_for(live)
+    live.requests.clear()
+    result = tau_cli("cluster", "install", "--chart", str(umbrella), "--set", "gpu-monitoring.namespace=mon")
+    assert result.exit_code == 1
+    assert "gpu-monitoring.namespace (mon) is not supported" in result.stderr
+    assert live.requests.entries == []
+
+
+def test_a_chart_without_its_tau_crds_is_refused(tau_cli, env_for, helm_bin, tmp_path):
+    import shutil
+
+    from tau_testing.charts import build_test_umbrella
+    from tau_testing.paths import repo_root
+
+    deploy = tmp_path / "deploy"
+    shutil.copytree(repo_root() / "deploy" / "charts", deploy / "charts",
+                    ignore=shutil.ignore_patterns("crds", "charts", "*.tgz"))
+    (deploy / "crds").mkdir()  # nothing synced into the controller chart
+    chart = build_test_umbrella(tmp_path / "build", helm_bin, deploy=deploy)
+    env_for()
+    result = tau_cli("cluster", "install", "--chart", str(chart))
+    assert result.exit_code == 1
+    assert "renders a TauCluster but no Tau CRDs" in result.stderr
+    assert "deploy/tools/sync_chart_crds.py" in result.stderr
 
 
 def test_unreachable_default_chart_is_explained(tau_cli, env_for):
@@ -86,12 +114,12 @@ def test_bad_timeout_and_empty_flags_are_usage_errors(tau_cli, env_for):
     assert zero.exit_code == 2 and "invalid --timeout" in zero.stderr
 
 
-def test_helm3_gets_atomic_and_no_server_side_flags(tau_cli, env_for, live, umbrella, tmp_path):
+def test_helm3_gets_atomic_and_no_server_side_flags(tau_cli, env_for, live, umbrella, tmp_path, helm_bin):
     log = tmp_path / "calls.log"
     bindir = tmp_path / "bin"
     bindir.mkdir()
     fake = bindir / "helm"
-    fake.write_text(HELM3.format(log=log))
+    fake.write_text(HELM3.format(log=log, real=helm_bin))
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     env_for(live, path=str(bindir) + ":/usr/bin:/bin")
     result = tau_cli("cluster", "install", "--chart", str(umbrella), "--atomic", "--timeout", "30s")

@@ -35,21 +35,22 @@ def run_install(options: InstallOptions, output: str) -> None:
         else:
             click.echo(summary_text(counts))
         return
+    rendered = inst.preflight(helm, options)  # offline: a broken chart never reaches the cluster
     fresh = not inst.existing_release(helm, options)
-    run(_install_live, helm, options, fresh, plan, output)
+    run(_install_live, helm, options, fresh, plan, output, inst.tau_crds(rendered))
 
 
-async def _install_live(helm: Helm, options: InstallOptions, fresh: bool, plan: dict[str, Any],
-                        output: str) -> None:
+async def _install_live(helm: Helm, options: InstallOptions, fresh: bool, plan: dict[str, Any], output: str,
+                        crds: list[dict[str, Any]]) -> None:
     from tau_cluster import live
 
     async with await _session(options.context) as session:
         if not fresh:
             await live.refuse_namespace_move(session, options.namespace)
-        crds: list[dict[str, Any]] = []
-        inst.helm_passes(helm, options, fresh=fresh, reapply_crds=crds.extend)
-        if crds:
-            await live.apply_crds(session, crds, timeout=options.timeout_seconds)
+            if crds:  # Helm never upgrades crds/: re-apply them before the new templates use them
+                inst.say("Updating the TauGrid CRDs from the selected chart; existing custom resources are kept.")
+                await live.apply_crds(session, crds, timeout=options.timeout_seconds)
+        inst.helm_passes(helm, options, fresh=fresh)
         values = release_values(helm, options.release, options.namespace)
         report = await wait_ready(session, options.release, options.namespace, values,
                                   timeout=options.timeout_seconds, poll=5.0, timeout_text=options.timeout)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from tau_cluster.helm import Capabilities, Helm, HelmError
@@ -81,17 +80,28 @@ def upgrade_args(options: InstallOptions, caps: Capabilities, *, bootstrap: bool
     return args
 
 
-def helm_passes(helm: Helm, options: InstallOptions, *, fresh: bool,
-                reapply_crds: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
-    """Phase 1 (fresh releases only) then phase 2; an existing release first gets its Tau CRDs re-applied."""
+def tau_crds(rendered: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The Tau CRDs (group tau.azure.com) of a rendering."""
+    docs = [text for kind, text in rendered if kind == "CustomResourceDefinition"]
+    return [o for o in parse_manifests("\n---\n".join(docs))
+            if str((o.get("spec") or {}).get("group", "")) == "tau.azure.com"]
+
+
+def preflight(helm: Helm, options: InstallOptions) -> list[tuple[str, str]]:
+    """Render offline before touching the cluster; a chart that renders a TauCluster without its CRD is refused."""
+    rendered = render(helm, options)
+    kinds = {kind for kind, _ in rendered}
+    if "TauCluster" in kinds and not tau_crds(rendered):
+        raise TauError(f"the chart {options.chart} renders a TauCluster but no Tau CRDs",
+                       hint="a chart built from a checkout needs `python deploy/tools/sync_chart_crds.py` before "
+                            "`helm dependency build`")
+    return rendered
+
+
+def helm_passes(helm: Helm, options: InstallOptions, *, fresh: bool) -> None:
+    """Phase 1 (fresh releases only: control plane, forced --wait, no queue policy) then phase 2."""
     caps = helm.capabilities()
     timeout = options.timeout_seconds + 60
-    if not fresh and reapply_crds is not None:
-        docs = [text for kind, text in render(helm, options) if kind == "CustomResourceDefinition"]
-        crds = [o for o in parse_manifests("\n---\n".join(docs))
-                if str((o.get("spec") or {}).get("group", "")) == "tau.azure.com"]
-        say("Updating the TauGrid CRDs from the selected chart; existing custom resources are kept.")
-        reapply_crds(crds)
     if fresh:
         say("Phase 1/2: installing the control plane, CRDs and Kueue webhooks (no queue policy yet)...")
         try:
