@@ -1,0 +1,21 @@
+{{- define "tgc.labels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: {{ .Values.partOf }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* image: repository:tag, the tag defaulting to the chart's appVersion. Call with (list $ .image). */}}
+{{- define "tgc.image" -}}
+{{- $root := index . 0 -}}{{- $img := index . 1 -}}
+{{ $img.repository }}:{{ $img.tag | default $root.Chart.AppVersion }}
+{{- end -}}
+
+{{- define "tgc.restricted" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: 1000
+capabilities:
+  drop: ["ALL"]
+{{- end -}}

@@ -1,0 +1,1 @@
+"""``tau cluster``: install, upgrade, validate and uninstall the TauGrid Helm distribution."""
