@@ -26,3 +26,9 @@ def tau_register_resolvers(register: Any) -> None:
              kind="workspace-defaults")
     register("live-workload-profile", "tau_core.workspace.resolvers:resolve_workload_profile",
              kind="workload-profile")
+
+
+@hookimpl
+def tau_register_storage_backends(register: Any) -> None:
+    register("file", "tau_core.storage.filesystem:FileStore",
+             help="file://<dir>: a local directory (create-if-absent by hard link, compare-and-swap under flock)")

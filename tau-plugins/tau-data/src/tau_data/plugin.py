@@ -1,0 +1,16 @@
+"""Registers the ``data`` root and the ``az`` and ``pvc`` storage backends (targets are strings)."""
+
+from tau_core.hookspecs import hookimpl
+
+
+@hookimpl
+def tau_register_roots(register):  # type: ignore[no-untyped-def]
+    register("data", "tau_data.cli:data", help="Inspect and manage dataset and model registries.")
+
+
+@hookimpl
+def tau_register_storage_backends(register):  # type: ignore[no-untyped-def]
+    register("az", "tau_data.azure:AzureBlobStore",
+             help="az://<account>/<container>[/prefix]: Azure Blob Storage with your Azure login")
+    register("pvc", "tau_data.pvc:PvcStore",
+             help="pvc: the workspace's blob-training volume through short-lived helper pods")
