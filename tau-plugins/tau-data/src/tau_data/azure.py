@@ -126,12 +126,13 @@ class AzureBlobStore:
         from azure.core import MatchConditions
         from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
 
+        blob = self.container.get_blob_client(self._name(key))
         try:
             if etag is None:
-                result = self.container.upload_blob(self._name(key), data, overwrite=False, max_concurrency=2)
+                result = blob.upload_blob(data, overwrite=False, max_concurrency=2)
             else:
-                result = self.container.upload_blob(self._name(key), data, overwrite=True, etag=etag,
-                                                    match_condition=MatchConditions.IfNotModified, max_concurrency=2)
+                result = blob.upload_blob(data, overwrite=True, etag=etag,
+                                          match_condition=MatchConditions.IfNotModified, max_concurrency=2)
         except (ResourceExistsError, ResourceModifiedError):
             raise exists_error(f"{key} already exists in {self.url}" if etag is None
                                else f"{key} changed concurrently in {self.url}") from None
