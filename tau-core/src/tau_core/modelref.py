@@ -157,19 +157,44 @@ def _checkpoint(record: ModelRecord, run_dir: str, artifact: str) -> str:
     return absolute(chosen.path) if chosen else absolute("artifacts")
 
 
+def finetune_record(store: ObjectStore, run: str, model: str = "") -> ModelRecord:
+    """The record a finetune directory describes: ``model.json`` plus ``artifacts.json`` (both optional)."""
+    run_dir = layout.finetune_dir(run)
+    meta: dict[str, Any] = {}
+    try:
+        meta = read_json(store, join_key(run_dir, "model.json"))
+    except NotFoundError:
+        pass
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{run_dir}/model.json must be a JSON object")
+    artifacts: list[Artifact] = []
+    try:
+        raw = read_json(store, join_key(run_dir, "artifacts.json"))
+        items = raw.get("artifacts", []) if isinstance(raw, dict) else raw
+        for item in items:
+            artifacts.append(Artifact(name=str(item["name"]), path=check_key(str(item["path"]), what="artifact path"),
+                                      kind=str(item.get("kind", "checkpoint")), default=bool(item.get("default"))))
+    except NotFoundError:
+        pass
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{run_dir}/artifacts.json: entries need name and path ({exc})") from None
+    meta.pop("artifacts", None)
+    record = structure_record({**meta, "run": run, "model": meta.get("model") or model or "unknown"}, run_dir)
+    record.artifacts = artifacts
+    record.registry_path = f"{layout.DATA_MOUNT}/{run_dir}"
+    record.artifacts_index = f"{layout.DATA_MOUNT}/{run_dir}/artifacts.json"
+    return record
+
+
 def resolve_model_ref(ref: str, store: ObjectStore) -> ResolvedModel:
     """Turn a model reference into a checkpoint path inside the durable volume."""
     parsed = parse_model_ref(ref)
     if parsed.form == "finetune":
         run_dir = layout.finetune_dir(parsed.run)
-        key = join_key(run_dir, "model.json")
-        try:
-            record = structure_record(read_json(store, key), key)
-        except NotFoundError:
-            if not store.list(run_dir):
-                raise NotFoundError(f"finetune run {parsed.run!r} was not found under {store.url}/{run_dir}") from None
-            record, key = ModelRecord(run=parsed.run), run_dir
-        return ResolvedModel(ref, record.model, parsed.run, _checkpoint(record, run_dir, parsed.artifact), key,
+        if not store.list(run_dir):
+            raise NotFoundError(f"finetune run {parsed.run!r} was not found under {store.url}/{run_dir}")
+        record = finetune_record(store, parsed.run)
+        return ResolvedModel(ref, record.model, parsed.run, _checkpoint(record, run_dir, parsed.artifact), run_dir,
                              record)
     run = parsed.run
     if parsed.form == "alias":

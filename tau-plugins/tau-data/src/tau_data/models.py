@@ -6,10 +6,9 @@ import json
 from typing import Any
 
 from tau_core.errors import ConfigError, NotFoundError, TauError, UsageError
-from tau_core.modelref import Artifact, ModelAlias, ModelRecord, PrimaryMetric, structure_record, unstructure
+from tau_core.modelref import ModelAlias, ModelRecord, PrimaryMetric, finetune_record, structure_record, unstructure
 from tau_core.output import warning
 from tau_core.storage import ObjectStore, join_key, layout
-from tau_core.storage.base import check_key
 
 from .records import now
 
@@ -146,30 +145,10 @@ def rank(records: list[ModelRecord], metric: str = "", direction: str = "") -> l
 
 def record_from_finetune(store: ObjectStore, run: str, model: str) -> ModelRecord:
     """Build a registry record from ``checkpoints/finetunes/<run>/`` (model.json, artifacts.json)."""
-    run_dir = layout.finetune_dir(run)
-    meta: dict[str, Any] = {}
-    try:
-        meta = json.loads(store.read(join_key(run_dir, "model.json")).data)
-    except NotFoundError:
-        pass
-    artifacts: list[Artifact] = []
-    try:
-        raw = json.loads(store.read(join_key(run_dir, "artifacts.json")).data)
-        for item in raw.get("artifacts", raw) if isinstance(raw, dict) else raw:
-            artifacts.append(Artifact(name=str(item["name"]), path=check_key(str(item["path"]), what="artifact path"),
-                                      kind=str(item.get("kind", "checkpoint")), default=bool(item.get("default"))))
-    except NotFoundError:
-        pass
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{run_dir}/artifacts.json: {exc}") from None
-    meta.pop("artifacts", None)
-    record = structure_record({**meta, "run": run, "model": meta.get("model") or model or "unknown"}, run_dir)
-    record.artifacts = artifacts or record.artifacts
-    record.registry_path = f"{layout.DATA_MOUNT}/{run_dir}"
-    record.artifacts_index = f"{layout.DATA_MOUNT}/{run_dir}/artifacts.json"
+    record = finetune_record(store, run, model)
     record.created_at = record.created_at or now()
     if record.primary_metric is None and record.metrics:
-        name = next(iter(sorted(record.metrics)))
+        name = sorted(record.metrics)[0]
         record.primary_metric = PrimaryMetric(name=name, value=record.metrics[name], direction=default_direction(name))
     return record
 
