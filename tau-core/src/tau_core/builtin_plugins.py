@@ -32,3 +32,5 @@ def tau_register_resolvers(register: Any) -> None:
 def tau_register_storage_backends(register: Any) -> None:
     register("file", "tau_core.storage.filesystem:FileStore",
              help="file://<dir>: a local directory (create-if-absent by hard link, compare-and-swap under flock)")
+    register("pvc", "tau_core.storage.pvc:PvcStore",
+             help="pvc: the workspace's blob-training volume through short-lived helper pods")

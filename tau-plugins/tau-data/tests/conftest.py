@@ -160,7 +160,35 @@ class MemoryPlugin:
         register("mem", MemoryStore)
 
 
-@pytest.fixture(params=["file", "az", "mem"])
+class VolumeShell:
+    """Runs the registry helper pod's own shell script, with the PVC mount mapped onto the scenario's volume.
+
+    The simulator does not execute containers; this PodScript log source does, once per pod, with the host's
+    ``sh``/coreutils/``flock`` standing in for busybox, so ``ln``/``mv``/``flock`` on the volume are real.
+    """
+
+    def __init__(self, volume: Path) -> None:
+        self.volume = volume
+        self.done: dict[str, list[str]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, pod, container):  # type: ignore[no-untyped-def]
+        uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
+        with self.lock:
+            if uid in self.done:
+                return self.done[uid]
+        spec = pod["spec"]["containers"][0]
+        env = {e["name"]: e.get("value", "") for e in spec.get("env", [])}
+        mount = pod["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
+        env["TAU_PVC_ROOT"] = str(self.volume) + env["TAU_PVC_ROOT"][len(mount):]
+        out = subprocess.run(spec["command"], env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+                             text=True, timeout=60)
+        lines = out.stdout.splitlines()
+        with self.lock:
+            return self.done.setdefault(uid, lines)
+
+
+@pytest.fixture(params=["file", "az", "mem", "pvc"])
 def registry(request: pytest.FixtureRequest, tau_plugins, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
     """A fresh registry location on each backend; the inline plugins are registered on ``tau_plugins``."""
     if request.param == "file":
@@ -168,6 +196,9 @@ def registry(request: pytest.FixtureRequest, tau_plugins, tmp_path: Path) -> str
     if request.param == "mem":
         tau_plugins.register(MemoryPlugin(), name="third-party-mem")
         return f"mem://{uuid.uuid4().hex[:10]}"
+    if request.param == "pvc":
+        request.getfixturevalue("pvc_grid")
+        return "pvc"
     endpoint = request.getfixturevalue("azurite")
     tau_plugins.register(AzuriteStorePlugin(endpoint), name="azurite-credential")
     return f"az://{DEV_ACCOUNT}/{make_container(endpoint)}/registry"
@@ -181,3 +212,14 @@ def dataset_dir(tmp_path: Path) -> Path:
     (src / "shards" / "001.bin").write_bytes(os.urandom(2048))
     (src / "README.bin").write_bytes(b"ab" * 10)
     return src
+
+
+@pytest.fixture
+def pvc_grid(taugrid_cluster):  # type: ignore[no-untyped-def]
+    """The simulated TauGrid cluster with the registry helper pods' script executed on its volume."""
+    from tau_core.storage.pvchelper import APP
+    from tau_testing.sim.scripts import PodScript, scripts_of
+
+    scripts_of(taugrid_cluster.cluster).add({"app": APP}, PodScript(run_seconds=0,
+                                                                    logs=VolumeShell(taugrid_cluster.volume)))
+    return taugrid_cluster

@@ -63,7 +63,10 @@ def test_register_alias_verify_rm_immutable(tau_cli, registry, dataset_dir):  # 
     assert [(r["name"], r["version"]) for r in listed] == [("web", "1.1")]
 
 
-def test_two_concurrent_alias_writers_exactly_one_wins(tau_cli, tau_plugins, registry, dataset_dir):  # type: ignore[no-untyped-def]
+def test_two_concurrent_alias_writers_exactly_one_wins(tau_cli, tau_plugins, tau_env, registry, dataset_dir,  # type: ignore[no-untyped-def]
+                                                       monkeypatch):
+    if registry == "pvc":
+        monkeypatch.setenv("KUBECONFIG", tau_env["KUBECONFIG"])
     assert _register(tau_cli, registry, dataset_dir, "web@1.0").exit_code == 0
     assert _register(tau_cli, registry, dataset_dir, "web@2.0").exit_code == 0
     host = tau_plugins.host()

@@ -1,4 +1,4 @@
-"""Registers the ``data`` root and the ``az`` and ``pvc`` storage backends (targets are strings)."""
+"""Registers the ``data`` root and the ``az`` storage backend (targets are strings; ``pvc`` is in tau-core)."""
 
 from tau_core.hookspecs import hookimpl
 
@@ -12,5 +12,3 @@ def tau_register_roots(register):  # type: ignore[no-untyped-def]
 def tau_register_storage_backends(register):  # type: ignore[no-untyped-def]
     register("az", "tau_data.azure:AzureBlobStore",
              help="az://<account>/<container>[/prefix]: Azure Blob Storage with your Azure login")
-    register("pvc", "tau_data.pvc:PvcStore",
-             help="pvc: the workspace's blob-training volume through short-lived helper pods")
