@@ -223,3 +223,10 @@ def pvc_grid(taugrid_cluster):  # type: ignore[no-untyped-def]
     scripts_of(taugrid_cluster.cluster).add({"app": APP}, PodScript(run_seconds=0,
                                                                     logs=VolumeShell(taugrid_cluster.volume)))
     return taugrid_cluster
+
+
+@pytest.fixture
+def az_registry(tau_plugins, azurite) -> str:  # type: ignore[no-untyped-def]
+    """A fresh Azurite container as an ``az://`` registry (the credential comes from the inline plugin)."""
+    tau_plugins.register(AzuriteStorePlugin(azurite), name="azurite-credential")
+    return f"az://{DEV_ACCOUNT}/{make_container(azurite)}"

@@ -91,6 +91,14 @@ def build_record(name: str, version: str, o: dict[str, str], tags: dict[str, str
                          **location, **_section(o["purpose"], o))  # type: ignore[arg-type]
 
 
+def _workspace_result(result: dict[str, object] | None, output: str) -> None:
+    if result is None:
+        return
+    emit(result, output, table=lambda _d: str(result["message"]))
+    if not result["ok"]:
+        raise TauError(str(result["message"]))
+
+
 _REGISTER_OPTIONS = [
     click.option("--purpose", required=True, help="pretrain, rl or eval."),
     click.option("--from", "source", default="", help="Local directory or az://ACCOUNT/CONTAINER/PREFIX to hash."),
@@ -131,7 +139,7 @@ def register(ref: str, registry: str, namespace: str | None, context: str | None
             raise TauError(f"--manifest {o['manifest']} does not match the bytes at {record.location()}:\n"
                            + verify_text(result))
     if o["workspace"]:
-        workspace_mode.run("register", record, registry, o, output)
+        _workspace_result(workspace_mode.run("register", record, registry, o, output, context=context), output)
         return
     DatasetRegistry(open_registry(registry, namespace, context)).register(record)
     emit(converter.unstructure(record), output,
@@ -158,7 +166,8 @@ def ingest(ref: str, registry: str, namespace: str | None, context: str | None, 
     record = reg.get(name, version)
     if o["workspace"] or not source_root.startswith("file://"):
         workspace_mode.check_ingest(source_root, registry, o)
-        workspace_mode.run("ingest", record, registry, o, output, source_root=source_root)
+        _workspace_result(workspace_mode.run("ingest", record, registry, o, output, source_root=source_root,
+                                             context=context), output)
         return
     result = ingest_mod.ingest_local(reg, record, source_root, destination)
     emit(converter.unstructure(result), output,
