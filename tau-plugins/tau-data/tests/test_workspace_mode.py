@@ -29,7 +29,7 @@ class WorkerPod:
         self.lock = threading.Lock()
 
     def __call__(self, pod, container):  # type: ignore[no-untyped-def]
-        from tau_data.workers import ingest_worker_run, register_worker_run
+        from tau_data.workers import ingest_worker_run, register_worker_run, status_worker_run
         from tau_data.workspace_mode import ENV_RECORD, RESULT
 
         uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
@@ -42,6 +42,8 @@ class WorkerPod:
             registry = args[args.index("--registry") + 1]
             if args[1] == "register-worker":
                 result = register_worker_run(env[ENV_RECORD], registry)
+            elif args[1] == "status-worker":
+                result = status_worker_run(registry, args[-1])
             else:
                 result = ingest_worker_run(env[ENV_RECORD], registry, args[args.index("--source-root") + 1])
             self.done[uid] = [RESULT + json.dumps(result)]
@@ -99,5 +101,9 @@ def test_workspace_ingest_copies_into_azure(tau_cli, workspace, dataset_dir, tmp
     assert json.loads(done.stdout)["status"]["state"] == "ready"
     status = json.loads(tau_cli("data", "dataset", "status", "web@2.0", "--registry", registry, "-o", "json").stdout)
     assert status["state"] == "ready" and status["verified_files"] == 3
+    remote = tau_cli("data", "dataset", "status", "web@2.0", "--registry", registry, "--workspace", "aurora",
+                     "--worker-image", IMAGE, "-o", "json")
+    assert remote.exit_code == 0, remote.stderr
+    assert json.loads(remote.stdout)["attempt_id"] == status["attempt_id"]
     verify = tau_cli("data", "dataset", "verify", "web@2.0", "--registry", registry)
     assert verify.exit_code == 0 and "web@2.0: OK" in verify.stdout

@@ -22,6 +22,7 @@ from .records import (
     DatasetRecord,
     Eval,
     FileEntry,
+    IngestStatus,
     Pretrain,
     Rl,
     Source,
@@ -184,11 +185,26 @@ for _option in reversed(workspace_mode.OPTIONS):
 @click.command("status")
 @click.argument("ref")
 @registry_option()
+@click.option("--workspace", default="", help="Read the status through a Job in this workspace.")
+@click.option("--worker-image", default="", help="Worker image, pinned by digest (workspace mode).")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the status Job.")
 @output_option("table", "json")
-def status(ref: str, registry: str, namespace: str | None, context: str | None, output: str) -> None:
+def status(ref: str, registry: str, namespace: str | None, context: str | None, workspace: str,
+           worker_image: str, wait: bool, output: str) -> None:
     """Show the ingest status of NAME@VERSION; exits 1 when it failed."""
     name, version = split_ref(ref, exact="status")
-    result = ingest_mod.read_status(DatasetRegistry(open_registry(registry, namespace, context)), name, version)
+    reg = DatasetRegistry(open_registry(registry, namespace, context))
+    if workspace:
+        o = {"workspace": workspace, "worker_image": worker_image, "wait": wait, "dry_run": False}
+        workspace_mode.check_status(registry, o)
+        found = workspace_mode.run("status", reg.get(name, version), registry, o, output, context=context)
+        if found is None:
+            return
+        if not found["ok"]:
+            raise TauError(str(found["message"]))
+        result = converter.structure(found["status"], IngestStatus)
+    else:
+        result = ingest_mod.read_status(reg, name, version)
     emit(converter.unstructure(result), output, table=lambda _d: ingest_mod.status_text(result))
     if result.state == "failed":
         raise TauError(f"ingest state is 'failed': {result.failure_summary}")

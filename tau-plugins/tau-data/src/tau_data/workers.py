@@ -73,17 +73,17 @@ def ingest_worker(registry: str, source_root: str) -> None:
     _emit(lambda: ingest_worker_run(os.environ.get(ENV_RECORD, ""), registry, source_root))
 
 
+def status_worker_run(registry: str, ref: str) -> dict[str, Any]:
+    name, _, version = ref.partition("@")
+    status = read_status(DatasetRegistry(open_registry(registry)), name, version)
+    return {"ok": True, "message": status.state, "status": converter.unstructure(status)}
+
+
 @click.command("status-worker", hidden=True)
 @click.option("--registry", required=True)
 @click.argument("ref")
 def status_worker(registry: str, ref: str) -> None:
-    name, _, version = ref.partition("@")
-
-    def run() -> dict[str, Any]:
-        status = read_status(DatasetRegistry(open_registry(registry)), name, version)
-        return {"ok": True, "message": status.state, "status": converter.unstructure(status)}
-
-    _emit(run)
+    _emit(lambda: status_worker_run(registry, ref))
 
 
 workers = [register_worker, ingest_worker, status_worker]

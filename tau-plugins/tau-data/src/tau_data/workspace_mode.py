@@ -56,6 +56,11 @@ def _az_registry(registry: str) -> None:
         raise UsageError("workspace mode needs an az://<account>/<container> registry")
 
 
+def check_status(registry: str, o: dict[str, Any]) -> None:
+    _az_registry(registry)
+    _image(o)
+
+
 def check(registry: str, o: dict[str, Any]) -> None:
     if not o["wait"] and not o["dry_run"]:
         raise UsageError("workspace register requires --wait so the outcome of the register Job is known")
@@ -84,6 +89,7 @@ def job_manifest(verb: str, record: DatasetRecord, registry: str, o: dict[str, A
     name = f"tau-ds-{verb}-{record.name}"[:50].rstrip("-") + f"-{suffix}"
     args = ["data", f"{verb}-worker", "--registry", registry]
     args += ["--source-root", source_root] if source_root else []
+    args += [record.ref] if verb == "status" else []
     labels = {"app": "tau-dataset", "azure.workload.identity/use": "true", keys.MANAGED_BY: keys.MANAGED_BY_VALUE}
     job_labels = {**labels, **({keys.KUEUE_QUEUE_NAME: queue} if queue else {})}
     pod_spec: dict[str, Any] = {
