@@ -107,3 +107,43 @@ def test_workspace_ingest_copies_into_azure(tau_cli, workspace, dataset_dir, tmp
     assert json.loads(remote.stdout)["attempt_id"] == status["attempt_id"]
     verify = tau_cli("data", "dataset", "verify", "web@2.0", "--registry", registry)
     assert verify.exit_code == 0 and "web@2.0: OK" in verify.stdout
+
+
+@pytest.fixture
+def https_root(tmp_path, dataset_dir, monkeypatch):  # type: ignore[no-untyped-def]
+    """A local HTTPS server (self-signed certificate, trusted through SSL_CERT_FILE) serving dataset_dir."""
+    import functools
+    import http.server
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(dataset_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    yield f"https://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_workspace_ingest_from_https(tau_cli, workspace, dataset_dir, https_root):  # type: ignore[no-untyped-def]
+    _scenario, registry = workspace
+    container = registry.split("/")[3]
+    register = tau_cli("data", "dataset", "register", "web@3.0", "--registry", registry, "--purpose", "pretrain",
+                       "--from", str(dataset_dir), "--account", DEV_ACCOUNT, "--container", container,
+                       "--prefix", "bytes/web-3")
+    assert register.exit_code == 0, register.stderr
+    local = tau_cli("data", "dataset", "ingest", "web@3.0", "--registry", registry, "--source-root", https_root)
+    assert local.exit_code == 2 and "--workspace is required for az:// or https:// sources" in local.stderr
+    done = tau_cli("data", "dataset", "ingest", "web@3.0", "--registry", registry, "--source-root", https_root,
+                   "--workspace", "aurora", "--worker-image", IMAGE, "--wait", "-o", "json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["status"]["verified_files"] == 3
+    assert tau_cli("data", "dataset", "verify", "web@3.0", "--registry", registry).exit_code == 0

@@ -89,8 +89,8 @@ def parse_location(url: str) -> StoreLocation:
             if not _SEGMENT.match(value):
                 raise UsageError(f"az:// {label} {value!r} must be lowercase letters, digits and inner hyphens")
         return StoreLocation(backend="az", url=url, account=parts[0], container=parts[1], prefix=prefix)
-    if scheme in ("http", "https"):
-        raise UsageError(f"{url!r} is not a registry location; {REGISTRY_FORMS}")
+    if scheme == "https":
+        return StoreLocation(backend="https", url=url, prefix=rest.split("/", 1)[1] if "/" in rest else "")
     prefix = rest.strip("/")
     if prefix:
         check_key(prefix, what=f"{scheme}:// location")

@@ -10,6 +10,7 @@ import click
 
 from tau_core.errors import UsageError
 from tau_core.storage import ObjectStore, open_store
+from tau_core.storage.registry import REGISTRY_FORMS
 
 F = TypeVar("F", bound=Callable[..., Any])
 ENV_REGISTRY = "TAU_DATA_REGISTRY"
@@ -29,6 +30,8 @@ def open_registry(registry: str, namespace: str | None = None, context: str | No
     if registry == "az://":
         raise UsageError("--registry az URL must be az://<account>/<container>",
                          hint="register defaults to az://; pass --registry az://ACCOUNT/CONTAINER or file://DIR")
+    if registry.startswith(("https://", "http://")):
+        raise UsageError(f"--registry {registry!r}: {REGISTRY_FORMS}")
     options = {"namespace": namespace, "context": context} if registry == "pvc" else {}
     return open_store(registry, **options)
 

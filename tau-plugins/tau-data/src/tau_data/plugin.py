@@ -12,3 +12,5 @@ def tau_register_roots(register):  # type: ignore[no-untyped-def]
 def tau_register_storage_backends(register):  # type: ignore[no-untyped-def]
     register("az", "tau_data.azure:AzureBlobStore",
              help="az://<account>/<container>[/prefix]: Azure Blob Storage with your Azure login")
+    register("https", "tau_data.https:HttpsSource",
+             help="https://host/path: a public read-only source for ingest")
