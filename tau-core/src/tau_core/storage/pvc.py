@@ -69,13 +69,14 @@ class PvcStore:
         path = api_path("v1", "pods", namespace=ns, name=name)
         created = await session.create(api_path("v1", "pods", namespace=ns), pod)
         try:
-            deadline, phase = time.monotonic() + TIMEOUT, ""
+            deadline, phase, pause = time.monotonic() + TIMEOUT, "", 0.02
             while time.monotonic() < deadline:
                 current = await session.get(path, missing_ok=True)
                 phase = ((current or {}).get("status") or {}).get("phase", "")
                 if phase in ("Succeeded", "Failed") or current is None:
                     break
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(pause)
+                pause = min(pause * 1.5, 0.5)
             if phase != "Succeeded":
                 raise TauError(f"the registry helper pod {ns}/{name} did not succeed (phase {phase or '?'})",
                                hint=f"check that PVC {self.pvc} exists and can be mounted in namespace {ns}")

@@ -1,4 +1,7 @@
-"""Registers the ``data`` root and the ``az`` storage backend (targets are strings; ``pvc`` is in tau-core)."""
+"""Registers the ``data`` root and the ``az`` and ``https`` storage backends.
+
+Targets are strings (import-light); the ``file`` and ``pvc`` backends are built into tau-core.
+"""
 
 from tau_core.hookspecs import hookimpl
 
