@@ -213,3 +213,13 @@ def resolve_model_ref(ref: str, store: ObjectStore) -> ResolvedModel:
                             hint="run `tau data model index rebuild` to index finetune runs") from None
     run_dir = record.registry_path.removeprefix(layout.DATA_MOUNT + "/") or layout.finetune_dir(run)
     return ResolvedModel(ref, parsed.model, run, _checkpoint(record, check_key(run_dir), ""), key, record)
+
+
+def resolve(ref: str, registry: str = "pvc", **options: Any) -> ResolvedModel:
+    """What ``tau serve --from-model`` calls: open ``registry`` through the storage registry and resolve ``ref``.
+
+    ``options`` go to the backend (for ``pvc``: ``namespace``, ``context``, ``kubeconfig``).
+    """
+    from tau_core.storage import open_store
+
+    return resolve_model_ref(ref, open_store(registry, **options))

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tau_core.modelref import resolve_model_ref
+from tau_core.modelref import resolve, resolve_model_ref
 from tau_core.storage import open_store
 from tau_testing.sim.scenarios.taugrid import NAMESPACE
 
@@ -56,4 +56,5 @@ def test_records_land_on_the_volume_and_serve_resolves_models_there(tau_cli, gri
     assert tau_cli("data", "model", "alias", "set", "qwen", "prod", "ft-1", "--registry", "pvc").exit_code == 0
     resolved = resolve_model_ref("qwen:prod", open_store("pvc"))
     assert resolved.checkpoint_path == "/data/checkpoints/finetunes/ft-1/artifacts/final"
+    assert resolve("finetune/ft-1", "pvc", namespace=NAMESPACE).checkpoint_path == resolved.checkpoint_path
     assert _live_helpers(grid) == []
