@@ -230,3 +230,9 @@ def az_registry(tau_plugins, azurite) -> str:  # type: ignore[no-untyped-def]
     """A fresh Azurite container as an ``az://`` registry (the credential comes from the inline plugin)."""
     tau_plugins.register(AzuriteStorePlugin(azurite), name="azurite-credential")
     return f"az://{DEV_ACCOUNT}/{make_container(azurite)}"
+
+
+@pytest.fixture
+def azurite_account() -> tuple[str, str]:
+    """The emulator's well-known development account and key (test fixtures only; the CLI never takes a key)."""
+    return DEV_ACCOUNT, DEV_KEY

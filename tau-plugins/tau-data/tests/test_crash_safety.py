@@ -50,3 +50,51 @@ def test_kill_mid_register_leaves_nothing_and_retry_completes(tmp_path, dataset_
                             capture_output=True, text=True)
     assert verify.returncode == 0 and "web@1.0: OK" in verify.stdout
     assert Path(record).stat().st_nlink == 1
+
+
+DRIVER = """
+import sys
+from tau_core.cli import cli, run
+from tau_core.hookspecs import hookimpl
+from tau_core.plugins import Host, set_host
+
+endpoint, account, key = sys.argv[1:4]
+
+class Azurite:
+    @hookimpl
+    def tau_register_storage_backends(self, register):
+        def factory(url, location=None, **options):
+            from azure.core.credentials import AzureNamedKeyCredential
+            from tau_data.azure import AzureBlobStore
+            return AzureBlobStore(url, location, credential=AzureNamedKeyCredential(account, key),
+                                  account_url=endpoint, **options)
+        register("az", factory, priority=10)
+
+set_host(Host.create(extra_plugins=[("azurite", Azurite())]))
+sys.exit(run(cli, sys.argv[4:]))
+"""
+
+
+def test_kill_mid_register_on_azure_leaves_nothing(dataset_dir, azurite, az_registry, azurite_account):  # type: ignore[no-untyped-def]
+    registry = az_registry
+    account, key = azurite_account
+    fifo = dataset_dir / "shards" / "zz-stream.bin"
+    os.mkfifo(fifo)
+    args = [sys.executable, "-c", DRIVER, azurite, account, key, "data", "dataset", "register", "web@1.0",
+            "--registry", registry, "--purpose", "pretrain", "--from", str(dataset_dir)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with open(fifo, "wb") as writer:
+        writer.write(b"\x01\x02" * 1024)
+        writer.flush()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    listed = subprocess.run([*args[:6], "data", "dataset", "list", "--registry", registry, "-o", "json"],
+                            capture_output=True, text=True)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+    fifo.unlink()
+    fifo.write_bytes(b"\x01\x02" * 1024)
+    retry = subprocess.run(args, capture_output=True, text=True)
+    assert retry.returncode == 0, retry.stderr
+    verify = subprocess.run([*args[:6], "data", "dataset", "verify", "web@1.0", "--registry", registry],
+                            capture_output=True, text=True)
+    assert verify.returncode == 0 and "web@1.0: OK" in verify.stdout
