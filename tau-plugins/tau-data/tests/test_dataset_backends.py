@@ -61,6 +61,11 @@ def test_register_alias_verify_rm_immutable(tau_cli, registry, dataset_dir):  # 
         "removed web@1.0"
     listed = json.loads(tau_cli("data", "dataset", "list", "--registry", registry, "-o", "json").stdout)
     assert [(r["name"], r["version"]) for r in listed] == [("web", "1.1")]
+    unalias = ("data", "dataset", "alias", "remove", "web", "latest", "--registry", registry, "--yes")
+    stale = tau_cli(*unalias, "--expect", "1.0")
+    assert stale.exit_code == 1 and "points at 1.1, not 1.0" in stale.stderr
+    assert tau_cli(*unalias, "--expect", "1.1").stdout.strip() == "removed alias web:latest (was 1.1)"
+    assert tau_cli("data", "dataset", "rm", "web@1.1", "--yes", "--registry", registry).exit_code == 0
 
 
 def test_two_concurrent_alias_writers_exactly_one_wins(tau_cli, tau_plugins, tau_env, registry, dataset_dir,  # type: ignore[no-untyped-def]

@@ -100,6 +100,21 @@ def alias_get(name: str, alias_name: str, registry: str, namespace: str | None, 
     emit(converter.unstructure(record), output, table=lambda _d: f"{record.name}@{record.version}")
 
 
+@alias.command("remove")
+@click.argument("name")
+@click.argument("alias_name", metavar="ALIAS")
+@registry_option()
+@click.option("--expect", default=None, help="Only remove the alias if it points at this version.")
+@click.option("--yes", is_flag=True, help="Really remove the alias.")
+def alias_remove(name: str, alias_name: str, registry: str, namespace: str | None, context: str | None,
+                 expect: str | None, yes: bool) -> None:
+    """Remove an alias (compare-and-swap on its current value)."""
+    if not yes:
+        raise UsageError(f"refusing to remove alias {name}:{alias_name} without --yes")
+    record = _registry(registry, namespace, context).alias_remove(name, alias_name, expect)
+    click.echo(f"removed alias {name}:{alias_name} (was {record.version})")
+
+
 @dataset.command("verify")
 @click.argument("ref")
 @registry_option()

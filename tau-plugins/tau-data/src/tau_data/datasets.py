@@ -146,6 +146,20 @@ class DatasetRegistry:
                                 hint=f"re-read it with `tau data dataset alias get {name} {alias}` and retry") from None
         return record
 
+    def alias_remove(self, name: str, alias: str, expect: str | None = None) -> DatasetAlias:
+        current = self._alias_versioned(name, alias)
+        if current is None:
+            raise NotFoundError(f"alias {name}:{alias} does not exist")
+        record: DatasetAlias = load(current.data, DatasetAlias, alias)
+        if expect is not None and record.version != expect:
+            raise ConflictError(f"alias {name}:{alias} points at {record.version}, not {expect}; "
+                                "compare-and-swap aborted")
+        try:
+            self.store.delete(layout.dataset_alias(name, alias), expect=current.etag)
+        except PreconditionFailedError:
+            raise ConflictError(f"alias {name}:{alias} was changed by another writer; not removed") from None
+        return record
+
     def remove(self, name: str, version: str) -> None:
         self.get(name, version)
         try:
