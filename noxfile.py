@@ -13,6 +13,7 @@ distribution joins every session without edits here.
 
 from __future__ import annotations
 
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -55,6 +56,13 @@ def test_extras(path: Path) -> list[str]:
     return ["test"] if "test" in project.get("optional-dependencies", {}) else []
 
 
+def local_test_dependencies(path: Path, dists: dict[str, Path]) -> list[str]:
+    """Distributions of this repository that ``path``'s test extra names (installed from the tree, not PyPI)."""
+    extra = (_project(path) or {}).get("optional-dependencies", {}).get("test", [])
+    names = {re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0] for req in extra}
+    return [str(dists[n]) for n in sorted(names) if n in dists and n not in {"tau-core", "tau-testing"}]
+
+
 def spec(path: Path, editable: bool = False) -> list[str]:
     extras = test_extras(path)
     target = str(path) + (f"[{','.join(extras)}]" if extras else "")
@@ -95,7 +103,8 @@ def dist(session: nox.Session, dist: str) -> None:
     """One distribution's own tests, with only it, tau-core and tau-testing installed."""
     dists = distributions()
     path = dists[dist]
-    session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]), *spec(path))
+    session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]),
+                    *local_test_dependencies(path, dists), *spec(path))
     prepare_machine(session)
     session.run("pytest", "-p", "no:cacheprovider", str(path / "tests"), *session.posargs)
 
