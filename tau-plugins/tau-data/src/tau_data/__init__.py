@@ -1,0 +1,1 @@
+"""tau data: dataset and model registries."""
