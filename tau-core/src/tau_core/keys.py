@@ -128,3 +128,11 @@ ADX_LOG_DESTINATION: Final = "adx-mon/log-destination"
 RETRY_ATTEMPT: Final = "tau.azure.com/retry-attempt"
 RETRY_MAX: Final = "tau.azure.com/retry-max"
 RETRY_REASON: Final = "tau.azure.com/retry-reason"
+
+# -- managed workflows and the Python SDK (issue 17) -------------------------------------------
+#: Digest of the (redacted) managed manifest a RayJob was rendered from, and its workflow kind.
+MANAGED_MANIFEST_DIGEST: Final = "tau.azure.com/managed-manifest-digest"
+MANAGED_WORKFLOW_KIND: Final = "tau.azure.com/managed-workflow-kind"
+#: Set to "1" in every container Tau renders for a cluster workload (Job and RayJob).  The SDK
+#: refuses ``.submit()`` when it sees it.  ``TAU_DATA_DIR`` cannot serve: local runs set it too.
+ENV_CLUSTER_JOB: Final = "TAU_CLUSTER_JOB"
