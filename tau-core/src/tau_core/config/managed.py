@@ -71,6 +71,7 @@ MANAGED_FIELDS: tuple[Field, ...] = (
     _f("runtime.env", "object_list", "Literal environment variables as a list of {name, value}."),
     _f("runtime.env[].name", "string", "Variable name."),
     _f("runtime.env[].value", "string", "Variable value."),
+    _f("runtime.env_secret", "string_map", "Variables from existing Secrets: NAME: \"SECRET:KEY\"."),
     _f("storage", "object", "The data PVC and extra read-only mounts (model caches)."),
     _f("storage.data_pvc", "string", "Existing PVC mounted at /data."),
     _f("storage.mounts", "object_list", "Extra PVC mounts."),
@@ -414,7 +415,8 @@ def to_direct(m: ManagedManifest) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": m.resource_name, "engine": "rayjob", "entrypoint": WRAPPER,
         "runtime": {"pip": list(m.pip), **({"image": m.image} if m.image else {}),
-                    **({"env": dict(m.env)} if m.env else {})},
+                    **({"env": dict(m.env)} if m.env else {}),
+                    **({"env_secret": dict(_g(raw, "runtime.env_secret"))} if _g(raw, "runtime.env_secret") else {})},
         "compute": compute,
         "policy": {k: v for k, v in policy.items() if v is not None},
     }
@@ -496,7 +498,7 @@ def _inside(base_dir: Path, path: Path, display: str, field: str) -> Path:
     root = base_dir.resolve()
     from tau_core.config.targets import git_root
 
-    repo = git_root(root) or root
+    repo = git_root(root) or (root.parent if root.name == "tau" else root)  # the local backend's project rule
     if not (local == repo or repo in local.parents):
         raise ConfigError(f"{display}: {field} {str(path)!r} is outside the repository ({repo})",
                           hint="keep the module inside the repository, or use an absolute path that exists only "
