@@ -117,10 +117,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def types(session: nox.Session) -> None:
-    """mypy, strict for tau_core (configured in the root pyproject.toml)."""
+    """mypy, strict for tau_core and the Python SDK (configured in the root pyproject.toml)."""
     install_all(session)
     session.install("mypy")
     session.run("mypy", "-p", "tau_core")
+    session.run("mypy", "-p", "tau", "-p", "tau_python")
 
 
 @nox.session(python=PYTHON)

@@ -21,7 +21,26 @@ _EXPORTS = {
     "TauSDKError": "tau._errors", "TauCLIError": "tau._errors", "TrainHandle": "tau._workflow",
     "EvalHandle": "tau._workflow", "load_staged_function": "tau._staging", "workloads": "tau._discovery",
 }
-__all__ = sorted([*_EXPORTS, "stellar"])
+__all__ = [
+    "Ctx",
+    "EvalHandle",
+    "SecretRef",
+    "SecretSource",
+    "ServeHandle",
+    "TauCLIError",
+    "TauSDKError",
+    "TrainHandle",
+    "eval",
+    "load_staged_function",
+    "secret",
+    "secret_from_env",
+    "secret_from_file",
+    "secret_ref",
+    "serve",
+    "stellar",
+    "train",
+    "workloads",
+]
 
 if TYPE_CHECKING:
     from typing import Any

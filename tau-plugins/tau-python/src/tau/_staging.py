@@ -37,9 +37,17 @@ def load_function(path: Path, function: str) -> Callable[..., Any]:
 
 
 def to_yaml(doc: dict[str, Any]) -> str:
-    from tau_core.output import to_yaml as dump
+    """Deterministic YAML (sorted keys, no line wrapping) of a plain JSON-able document."""
+    import io
 
-    return dump(doc)
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.width = 4096
+    buf = io.StringIO()
+    yaml.dump(json.loads(json.dumps(doc)), buf)
+    return buf.getvalue()
 
 
 def stage(handle: WorkloadHandle, directory: Path, *, upstream_checkpoint: str | None = None,

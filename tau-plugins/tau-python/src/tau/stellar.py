@@ -265,7 +265,7 @@ def finish(sync: bool = True) -> dict[str, Any]:
     return _run().finish(sync=sync)
 
 
-def StellarLogger(project: str | None = None, run: str | None = None, **kw: Any) -> Any:  # noqa: N802
+def StellarLogger(project: str | None = None, run: str | None = None, **kw: Any) -> Any:
     """A Lightning logger writing to Stellar (needs ``lightning``; imported only here)."""
     from tau._lightning import make_logger
 

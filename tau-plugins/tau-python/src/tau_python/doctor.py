@@ -46,8 +46,6 @@ def run_doctor(namespace: str, context: str | None) -> None:
 
     sdk = tau.__version__
     click.echo(f"tau SDK {sdk}; Python {sys.version.split()[0]}")
-    if sys.version_info < (3, 11):
-        raise TauError("the Tau Python SDK needs Python >= 3.11")
     cli = _cli_version()
     if cli != sdk:
         raise TauError(f"version mismatch: Tau Python SDK {sdk} requires tau CLI v{sdk} (found v{cli})",
