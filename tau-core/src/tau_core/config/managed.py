@@ -269,7 +269,7 @@ def load_managed(doc: Document) -> tuple[ManagedManifest, list[ConfigIssue]]:
                                             f"want {SCHEMA_VERSION}, got {data.get('schema_version')!r}",
                                             "regenerate the manifest with this tau (tau python build)")])
     try:
-        _permissive_validator()(data)
+        _permissive_validator()(json.loads(json.dumps(data, default=str)))  # it fills defaults in: use a copy
     except fastjsonschema.JsonSchemaValueException as exc:
         where = tuple(p for p in exc.path[1:])
         message = exc.message.replace("data.", "").replace("data ", "")
@@ -424,7 +424,7 @@ def to_direct(m: ManagedManifest) -> dict[str, Any]:
     if m.data_pvc:
         storage["data_pvc"] = m.data_pvc
         storage["output"] = f"/data/checkpoints/finetunes/{m.name}"
-    if m.checkpoint:
+    if m.checkpoint and m.data_pvc:  # the checkpoint gate needs the durable output on the data PVC
         storage["checkpoint"] = f"artifacts/{m.checkpoint}"
     if storage:
         out["storage"] = storage

@@ -57,8 +57,9 @@ def wait_for_success(name: str, namespace: str, opts: PollOptions, *,
             if st.succeeded:
                 info(f"{namespace}/{name} succeeded")
                 return
-            reason = st.failure.reason if st.failure else "failed"
-            raise TauError(f"RayJob {namespace}/{name} failed ({reason}): {st.message}".rstrip(": "),
+            reason = str(st.failure) if st.failure else "failed"
+            detail = f": {st.message}" if st.message else ""
+            raise TauError(f"RayJob {namespace}/{name} failed ({reason}){detail}",
                            hint=f"see its logs: tau run logs {name} -n {namespace}")
         if time.monotonic() >= deadline:
             raise TauError(f"timed out after {opts.timeout:g}s waiting for RayJob {namespace}/{name}",

@@ -85,7 +85,7 @@ def _eval_gpu_group(cluster: dict[str, Any], request: r.RenderRequest) -> None:
     worker = group["template"]["spec"]["containers"][0]
     res = worker.setdefault("resources", {})
     for side in ("requests", "limits"):
-        res.setdefault(side, {})[keys.NVIDIA_GPU] = gpus
+        res.setdefault(side, {})[keys.NVIDIA_GPU] = str(gpus)
     selector, tolerations = r.node_selector(request, gpus)
     pod = group["template"]["spec"]
     if selector:

@@ -262,7 +262,8 @@ class _RayJobRenderer:
             raise ConfigError(
                 f"gpus per worker must be 0..8, got {gpw}", hint="set compute.gpus_per_worker between 0 and 8"
             )
-        image = image_of(cfg) or (DEFAULT_GPU_IMAGE if gpw > 0 else DEFAULT_CPU_IMAGE)
+        managed_gpus = getattr(req.ctx("managed"), "gpus", 0)  # an eval's GPU actor group needs the GPU image
+        image = image_of(cfg) or (DEFAULT_GPU_IMAGE if gpw > 0 or managed_gpus > 0 else DEFAULT_CPU_IMAGE)
         launcher = str(r.get(cfg, "execution.launcher") or "ray-train")
         mig = r.get(cfg, "compute.mig_profile")
         mode = str(r.get(cfg, "compute.gpu_resource_mode") or ("mig" if mig else "device-plugin"))
