@@ -24,7 +24,7 @@ from typing import Any
 
 CLUSTER_JOB_ENV = "TAU_CLUSTER_JOB"
 HISTORY_GLOB = "stellar/history-*.jsonl"
-FLUSH_ROWS = 2048
+FLUSH_ROWS = 65536
 SINK_NAME = "experiment-store"
 STATUS_METRIC = "tau/run_status"
 
@@ -98,15 +98,22 @@ class Run:
         if step is None:
             step = self._step
         self._step = step + 1
+        for value in metrics.values():
+            if isinstance(value, Image):  # the slow path: artifacts are written now, scalars buffered
+                self._log_artifacts(metrics, step)
+                return
+        rows = self._rows
+        rows.append((step, _now(), dict(metrics)))
+        if len(rows) >= FLUSH_ROWS:
+            self._wake.set()
+
+    def _log_artifacts(self, metrics: Mapping[str, Any], step: int) -> None:
         values = dict(metrics)
         for key, value in metrics.items():
             if isinstance(value, Image):
                 del values[key]
                 self._artifact(key, value, step)
-        rows = self._rows
-        rows.append((step, time.time(), values))
-        if len(rows) >= FLUSH_ROWS:
-            self._wake.set()
+        self._rows.append((step, _now(), values))
 
     # -- writer ------------------------------------------------------------------------------
     def _take(self) -> list[tuple[int, float, dict[str, Any]]]:
@@ -116,7 +123,7 @@ class Run:
 
     def _write_loop(self) -> None:
         while not self._stop:
-            self._wake.wait(1.0)
+            self._wake.wait(2.0)
             self._wake.clear()
             self.flush()
 
@@ -125,8 +132,7 @@ class Run:
         rows = self._take()
         if not rows:
             return
-        text = "".join(json.dumps({"_step": s, "_timestamp": t, **_scalars(v)}, allow_nan=False) + "\n"
-                       for s, t, v in rows)
+        text = "".join([_row(s, t, v) for s, t, v in rows])
         with open(self.packet / "history.jsonl", "a", encoding="utf-8") as fh:
             fh.write(text)
         if self.chunk_dir is not None:  # one closed chunk per flush: dotfile, then atomic rename
@@ -174,14 +180,32 @@ class Run:
         return {"run": self.run_id, "recorded": record_packet(self, state), "packet": str(self.packet)}
 
 
-def _scalars(values: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+_now = time.time
+_KEYS: dict[str, str] = {}
+
+
+def _key(name: str) -> str:
+    """``,"name":`` (JSON-escaped once per metric name)."""
+    text = _KEYS.get(name)
+    if text is None:
+        text = _KEYS[name] = "," + json.dumps(str(name)) + ":"
+    return text
+
+
+def _row(step: int, ts: float, values: Mapping[str, Any]) -> str:
+    """One history line: ``_step``, ``_timestamp`` and the finite numeric values (others are dropped)."""
+    parts = ['{"_step":' + str(int(step)) + ',"_timestamp":' + repr(ts)]
     for key, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if math.isfinite(value):
-            out[key] = value
-    return out
+        kind = type(value)
+        if kind is float or kind is int:
+            if value - value == 0:  # finite (NaN and infinities are dropped)
+                parts.append(_key(key) + repr(value))
+        elif isinstance(value, int | float) and not isinstance(value, bool):  # numpy scalars and friends
+            number = float(value)
+            if math.isfinite(number):
+                parts.append(_key(key) + repr(number))
+    parts.append("}\n")
+    return "".join(parts)
 
 
 def record_packet(run: Run, state: str) -> int:
