@@ -134,3 +134,8 @@ def test_positional_name_is_refused_and_schema_prints_either(tau_cli, project: P
     direct = json.loads(tau_cli("run", "schema").stdout)
     assert managed["title"] == "Tau managed workflow manifest" and direct["title"] == "Tau direct run config"
     assert managed["required"] == ["schema_version", "name"] and "entrypoint" in managed["properties"]
+
+
+def test_local_backend_points_at_tau_python(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    r = tau_cli("run", "train", "--local")
+    assert r.exit_code == 1 and "tau python submit MODULE --local" in r.stderr, r

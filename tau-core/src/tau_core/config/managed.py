@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from tau_core import keys
 from tau_core.config.catalog import QUANTITY_PATTERN, Field
 from tau_core.config.issues import ConfigIssue, ConfigValidationError, PathKey
 from tau_core.config.loader import Document, require_mapping
@@ -38,6 +39,7 @@ RESERVED_KEYS = ("schema_version", "name", "compute", "eval", "entrypoint")
 RESERVED_MOUNT_NAMES = ("script", "manifest", "data", "tau-hot", "dshm")
 RESERVED_MOUNT_PATHS = ("/script", "/manifest", "/data", "/mnt", "/dev/shm")
 UPSTREAM_ENV = "TAU_UPSTREAM_CHECKPOINT"
+STELLAR_HISTORY = keys.STELLAR_HISTORY_GLOB
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -424,6 +426,7 @@ def to_direct(m: ManagedManifest) -> dict[str, Any]:
     if m.data_pvc:
         storage["data_pvc"] = m.data_pvc
         storage["output"] = f"/data/checkpoints/finetunes/{m.name}"
+        out["metrics"] = {"history": [STELLAR_HISTORY]}  # the chunks tau.stellar writes inside the job
     if m.checkpoint and m.data_pvc:  # the checkpoint gate needs the durable output on the data PVC
         storage["checkpoint"] = f"artifacts/{m.checkpoint}"
     if storage:

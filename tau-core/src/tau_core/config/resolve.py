@@ -450,6 +450,10 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
     context["tau_command"] = redact_argv(options.argv) if options.argv else None
     context["local"] = local
     if validated.document.extra.get("managed") is not None:
+        if local:
+            raise ConfigError(f"{validated.document.display} is a managed workflow manifest; the local backend "
+                              "runs direct configs only",
+                              hint="run the Python module on this machine with tau python submit MODULE --local")
         context["managed"] = validated.document.extra["managed"]
     context["config_dir"] = str(target.config_path.resolve().parent)
     if kubeconfig:

@@ -13,10 +13,10 @@ from typing import Any
 from tau._ctx import Ctx
 from tau._errors import TauSDKError
 from tau._secrets import SecretRef, SecretSource
+from tau_core.keys import ENV_CLUSTER_JOB as CLUSTER_JOB_ENV
 
 RESERVED_KEYS = ("schema_version", "name", "compute", "eval", "entrypoint")
 DEFAULT_NAMESPACE = "ray"
-CLUSTER_JOB_ENV = "TAU_CLUSTER_JOB"  # tau_core.keys.ENV_CLUSTER_JOB (kept import-free here)
 UPSTREAM_ROOT = "/data/checkpoints/finetunes"
 
 EnvValue = str | SecretSource | SecretRef

@@ -22,8 +22,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-CLUSTER_JOB_ENV = "TAU_CLUSTER_JOB"
-HISTORY_GLOB = "stellar/history-*.jsonl"
+from tau_core.keys import ENV_CLUSTER_JOB as CLUSTER_JOB_ENV
+from tau_core.keys import STELLAR_HISTORY_GLOB as HISTORY_GLOB
+
+CHUNK_DIR, CHUNK_PATTERN = HISTORY_GLOB.split("/")
+
 FLUSH_ROWS = 65536
 SINK_NAME = "experiment-store"
 STATUS_METRIC = "tau/run_status"
@@ -77,7 +80,8 @@ class Run:
         self.packet = packet
         self.store = store
         self.in_job = bool(os.environ.get(CLUSTER_JOB_ENV))
-        self.chunk_dir = Path(os.environ.get("TAU_OUTPUT_DIR", str(packet))) / "stellar" if self.in_job else None
+        output = Path(os.environ.get("TAU_OUTPUT_DIR", str(packet)))
+        self.chunk_dir = output / CHUNK_DIR if self.in_job else None
         self._rows: list[tuple[int, float, dict[str, Any]]] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -138,7 +142,7 @@ class Run:
         if self.chunk_dir is not None:  # one closed chunk per flush: dotfile, then atomic rename
             self.chunk_dir.mkdir(parents=True, exist_ok=True)
             self._chunks += 1
-            final = self.chunk_dir / f"history-{self._chunks:06d}.jsonl"
+            final = self.chunk_dir / CHUNK_PATTERN.replace("*", f"{self._chunks:06d}")
             tmp = self.chunk_dir / f".{final.name}.tmp"
             tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, final)
