@@ -50,6 +50,15 @@ def import_package(path: Path) -> str | None:
     return packages[0] if packages else None
 
 
+def sibling_test_deps(path: Path, dists: dict[str, Path]) -> list[str]:
+    """Distributions of this tree named by ``path``'s ``test`` extra (besides tau-core and tau-testing)."""
+    import re
+
+    requirements = ((_project(path) or {}).get("optional-dependencies") or {}).get("test", [])
+    names = [re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0] for req in requirements]
+    return [n for n in names if n in dists and n not in ("tau-core", "tau-testing")]
+
+
 def test_extras(path: Path) -> list[str]:
     project = _project(path) or {}
     return ["test"] if "test" in project.get("optional-dependencies", {}) else []
@@ -91,10 +100,12 @@ _ISOLATED = sorted(n for n in distributions() if n not in {"tau-core", "tau-test
 @nox.session(python=PYTHON)
 @nox.parametrize("dist", _ISOLATED, ids=_ISOLATED)
 def dist(session: nox.Session, dist: str) -> None:
-    """One distribution's own tests, with only it, tau-core and tau-testing installed."""
+    """One distribution's own tests, with only it, tau-core, tau-testing and the sibling distributions its
+    ``test`` extra names (installed from this tree, never from an index)."""
     dists = distributions()
     path = dists[dist]
-    session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]), *spec(path))
+    siblings = [str(dists[name]) for name in sibling_test_deps(path, dists)]
+    session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]), *siblings, *spec(path))
     prepare_machine(session)
     session.run("pytest", "-p", "no:cacheprovider", str(path / "tests"), *session.posargs)
 

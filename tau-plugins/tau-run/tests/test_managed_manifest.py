@@ -139,3 +139,16 @@ def test_positional_name_is_refused_and_schema_prints_either(tau_cli, project: P
 def test_local_backend_points_at_tau_python(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
     r = tau_cli("run", "train", "--local")
     assert r.exit_code == 1 and "tau python submit MODULE --local" in r.stderr, r
+
+
+def test_every_rendered_workload_carries_the_cluster_job_marker(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    """The SDK refuses .submit() inside a job by this marker; direct Jobs and RayJobs carry it too."""
+    (project / "tau" / "job.yaml").write_text("name: j\nengine: job\nentrypoint: ../train.py\nimage: python:3.12\n"
+                                              "compute: {gpus: 0}\npolicy: {namespace: ray, queue: q}\n")
+    (project / "tau" / "ray.yaml").write_text("name: r\nengine: rayjob\nentrypoint: ../train.py\n"
+                                              "policy: {namespace: ray, queue: q}\n")
+    job = _render(tau_cli, "job")[0]
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env[keys.ENV_CLUSTER_JOB] == "1"
+    for c in _containers(_render(tau_cli, "ray")[0]):
+        assert {"name": keys.ENV_CLUSTER_JOB, "value": "1"} in c["env"]
