@@ -137,3 +137,27 @@ def test_serve_errors() -> None:
         tau.serve("s", "")
     with pytest.raises(TauSDKError, match=r"use tau\.secret_ref"):
         tau.serve("s", "p", env={"T": tau.secret("x")}).deploy_args()
+
+
+def test_helpers(repo: Path) -> None:
+    assert tau.pvc_mount("cache", "model-cache", "/models") == {"name": "cache", "mountPath": "/models",
+                                                                "pvc": "model-cache", "readOnly": True}
+    with pytest.raises(TauSDKError, match=r"must be absolute"):
+        tau.pvc_mount("cache", "c", "models")
+    assert tau.dataset_file_reference("squad", "v2/train.jsonl") == "/data/datasets/squad/v2/train.jsonl"
+    for bad in (("squad", "../x"), ("..", "a"), ("squad", "/etc/passwd")):
+        with pytest.raises(TauSDKError, match=r"must stay inside the dataset"):
+            tau.dataset_file_reference(*bad)
+    (repo / "rows.jsonl").write_text('{"a": 1}\n\n{"b": 2}\n[1]\n')
+    with pytest.raises(TauSDKError, match=r"rows\.jsonl:4: expected a JSON object"):
+        tau.read_jsonl_objects(repo / "rows.jsonl")
+    (repo / "cfg.yaml").write_text("name: from-file\nlr: 0.1\n")
+    assert tau.load_config(repo / "cfg.yaml") == {"name": "from-file", "lr": 0.1}
+    assert tau.train(config=tau.load_config(repo / "cfg.yaml"), runtime_pip=PIP)(_fn).name == "from-file"
+    with pytest.raises(TauSDKError, match=r"config values must be JSON-serializable"):
+        tau.config(x=object())
+    (repo / "tau_user_module.py").write_text("import tau\n\n@tau.train('m', runtime_pip=['x'])\n"
+                                             "def main(ctx, n=1):\n    return n * 2\n")
+    assert tau.call_staged_function("main", None, 4, path=repo / "tau_user_module.py") == 8
+    with pytest.raises(TauSDKError, match=r"has no function 'nope'"):
+        tau.call_staged_function("nope", path=repo / "tau_user_module.py")

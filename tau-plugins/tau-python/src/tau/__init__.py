@@ -20,6 +20,9 @@ _EXPORTS = {
     "secret_from_env": "tau._secrets", "secret_from_file": "tau._secrets", "secret_ref": "tau._secrets",
     "TauSDKError": "tau._errors", "TauCLIError": "tau._errors", "TrainHandle": "tau._workflow",
     "EvalHandle": "tau._workflow", "load_staged_function": "tau._staging", "workloads": "tau._discovery",
+    "config": "tau._helpers", "load_config": "tau._helpers", "pvc_mount": "tau._helpers",
+    "dataset_file_reference": "tau._helpers", "read_jsonl_objects": "tau._helpers",
+    "load_staged_module": "tau._helpers", "call_staged_function": "tau._helpers",
 }
 __all__ = [
     "Ctx",
@@ -30,8 +33,15 @@ __all__ = [
     "TauCLIError",
     "TauSDKError",
     "TrainHandle",
+    "call_staged_function",
+    "config",
+    "dataset_file_reference",
     "eval",
+    "load_config",
     "load_staged_function",
+    "load_staged_module",
+    "pvc_mount",
+    "read_jsonl_objects",
     "secret",
     "secret_from_env",
     "secret_from_file",
@@ -50,6 +60,15 @@ if TYPE_CHECKING:
     from tau._ctx import Ctx
     from tau._discovery import workloads
     from tau._errors import TauCLIError, TauSDKError
+    from tau._helpers import (
+        call_staged_function,
+        config,
+        dataset_file_reference,
+        load_config,
+        load_staged_module,
+        pvc_mount,
+        read_jsonl_objects,
+    )
     from tau._secrets import SecretRef, SecretSource, secret, secret_from_env, secret_from_file, secret_ref
     from tau._serve import ServeHandle, serve
     from tau._staging import load_function as load_staged_function
