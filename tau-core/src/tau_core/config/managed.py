@@ -604,4 +604,8 @@ def validate_managed(doc: Document, *, name_override: str | None = None, base_di
                          extra={CONTEXT_KEY: payload(manifest, base, display=doc.display), "manifest": manifest})
     validated = validate_document(synthetic, base_dir=base, check_files=False)
     validated.warnings[:0] = warnings
+    if doc.text:  # a managed manifest's config hash is the SHA-256 of the file's bytes
+        import hashlib
+
+        validated._hash = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
     return validated
