@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tau_core import keys
-from tau_testing.sim.scenarios.taugrid import NAMESPACE
+from tau_testing.sim.scenarios.taugrid import NAMESPACE, RESEARCHER_GROUP
 from tau_testing.sim.scripts import PodScript, scripts_of
 
 MODULE = '''\
@@ -86,3 +86,38 @@ def test_a_failed_train_stops_before_the_eval(taugrid_factory, tau_cli, repo: Pa
     assert r.exit_code == 1, r
     assert "RayJob aurora/tau-e2e-train failed" in r.stderr and "tau run logs tau-e2e-train" in r.stderr
     assert scenario.cluster.store.get("ray.io/v1", "RayJob", NAMESPACE, "tau-e2e-eval") is None
+
+
+def test_secrets_are_created_as_a_secret_never_in_the_workload(taugrid_cluster, tau_cli, repo: Path,  # type: ignore[no-untyped-def]
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("E2E_TOKEN", "tok-123-secret")
+    (repo / "secret_wf.py").write_text(
+        "import tau\n\n@tau.train(name='sec', gpus=0, runtime_pip=['x'], queue='jobqueue', "
+        "env={'TOKEN': tau.secret_from_env('E2E_TOKEN'), 'PLAIN': 'p'})\ndef train(ctx):\n    return 1\n")
+    r = tau_cli("python", "submit", "secret_wf.py", "--namespace", NAMESPACE)
+    assert r.exit_code == 1 and "secrets" in r.stderr and "tau CLI failed (exit=1)" in r.stderr, r
+    cluster = taugrid_cluster.cluster
+    assert cluster.store.get("ray.io/v1", "RayJob", NAMESPACE, "tau-sec") is None  # rolled back, nothing leaks
+    # a platform that lets researchers ship SDK secrets grants them create on Secrets in the namespace
+    rbac = "rbac.authorization.k8s.io/v1"
+    cluster.store.create({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "sdk-secrets", "namespace": NAMESPACE},
+                          "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get"]}]})
+    cluster.store.create({"apiVersion": rbac, "kind": "RoleBinding",
+                          "metadata": {"name": "sdk-secrets", "namespace": NAMESPACE},
+                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sdk-secrets"},
+                          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                        "name": RESEARCHER_GROUP}]})
+    r = tau_cli("python", "submit", "secret_wf.py", "--namespace", NAMESPACE)
+    assert r.exit_code == 0, r
+    rayjob = cluster.store.get("ray.io/v1", "RayJob", NAMESPACE, "tau-sec")
+    secret = cluster.store.get("v1", "Secret", NAMESPACE, "tau-sec-secrets")
+    assert rayjob is not None and secret is not None
+    assert "tok-123-secret" not in str(rayjob)
+    stored = secret.get("stringData") or {}
+    data = secret.get("data") or {}
+    import base64
+
+    assert stored.get("TOKEN") == "tok-123-secret" or base64.b64decode(data["TOKEN"]).decode() == "tok-123-secret"
+    head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    ref = next(e for e in head["env"] if e["name"] == "TOKEN")["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "tau-sec-secrets", "key": "TOKEN"}
