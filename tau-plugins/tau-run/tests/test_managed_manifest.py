@@ -152,3 +152,11 @@ def test_every_rendered_workload_carries_the_cluster_job_marker(tau_cli, project
     assert env[keys.ENV_CLUSTER_JOB] == "1"
     for c in _containers(_render(tau_cli, "ray")[0]):
         assert {"name": keys.ENV_CLUSTER_JOB, "value": "1"} in c["env"]
+
+
+def test_unknown_keys_warn_with_a_suggestion(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    (project / "tau" / "train.yaml").write_text(json.dumps({**BASE, "compute": {"gpu": 1}, "eval": {"custom": 1}}))
+    r = tau_cli("run", "validate", "train")
+    assert r.exit_code == 0, r
+    assert 'unknown config key "compute.gpu" in tau/train.yaml (ignored); did you mean "compute.gpus"?' in r.stderr
+    assert "eval.custom" not in r.stderr  # manifest-owned pass-through keys never warn

@@ -250,14 +250,28 @@ def _unknown_keys(data: Any, prefix: str, doc: Document, path: tuple[PathKey, ..
         if f is None:
             if prefix in ("eval", "artifacts", "research", "model", "resource_naming"):
                 continue  # manifest-owned pass-through keys never warn
-            out.append(doc.issue((*path, key), full, f'unknown config key "{full}" in {doc.display} (ignored)',
-                                 severity="warning"))
+            out.append(doc.issue((*path, key), full, f'unknown config key "{full}" in {doc.display} (ignored)'
+                                 + _suggest(full), severity="warning"))
             continue
         if f.type == "object":
             _unknown_keys(value, full, doc, (*path, key), out)
         elif f.type == "object_list" and isinstance(value, list):
             for i, item in enumerate(value):
                 _unknown_keys(item, full + "[]", doc, (*path, key, i), out)
+
+
+def _suggest(path: str) -> str:
+    """``; did you mean "<path>"?`` for a close known key at the same level (or an empty string)."""
+    import difflib
+
+    parent, _, leaf = path.rpartition(".")
+    siblings = {f.path.rsplit(".", 1)[-1]: f.path for f in _children(parent)}
+    close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.75)
+    if not close:  # a known leaf under another parent (compute.gpu -> compute.gpus, scheduling.queue -> policy)
+        leaves = {f.path.rsplit(".", 1)[-1].removesuffix("[]"): f.path for f in MANAGED_FIELDS}
+        close_any = difflib.get_close_matches(leaf, list(leaves), n=1, cutoff=0.85)
+        return f'; did you mean "{leaves[close_any[0]]}"?' if close_any else ""
+    return f'; did you mean "{siblings[close[0]]}"?'
 
 
 def load_managed(doc: Document) -> tuple[ManagedManifest, list[ConfigIssue]]:
