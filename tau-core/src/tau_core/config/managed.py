@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-import attrs
 
 from tau_core import keys
 from tau_core.config.catalog import QUANTITY_PATTERN, Field
@@ -175,7 +174,7 @@ def _permissive_validator() -> Any:
 
 # -- the typed model ---------------------------------------------------------------------------
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Mount:
     name: str
     mount_path: str
@@ -183,16 +182,16 @@ class Mount:
     read_only: bool = True
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Entrypoint:
     script: str | None
     function: str
     args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
     pass_ctx: bool = True
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class ManagedManifest:
     """A validated managed manifest (only what rendering needs; the raw mapping is kept too)."""
 
@@ -221,7 +220,7 @@ class ManagedManifest:
         return f"{self.prefix}-{self.name}" if self.prefix else self.name
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class ManagedPayload:
     """What the RayJob renderer adds for a managed manifest (render context key ``managed``)."""
 

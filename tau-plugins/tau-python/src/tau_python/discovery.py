@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import attrs
 
 from tau_core.errors import TauError
 
@@ -16,7 +15,7 @@ class DiscoveryError(TauError):
     exit_code = DISCOVERY_EXIT
 
 
-@attrs.define
+@dataclass
 class Workflow:
     """The handles of one module: at most one train and one eval in v1."""
 

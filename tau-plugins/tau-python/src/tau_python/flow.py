@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import attrs
 
 from tau_core.errors import ClusterError, NotFoundError, TauError
 from tau_core.output import info
@@ -17,7 +16,7 @@ class CLIFailed(TauError):
     """The tau CLI failed; the exit code is the CLI's own."""
 
 
-@attrs.define
+@dataclass
 class PollOptions:
     context: str | None = None
     dry_run: str | None = None
