@@ -96,27 +96,32 @@ def test_tau_cli_exit_codes_are_propagated(tau_cli, module: Path, tmp_path: Path
     assert r.exit_code == 2 and "KEY=VALUE" in r.stderr, r
 
 
-def test_submit_local_runs_the_module_and_records_metrics(tau_cli, module: Path) -> None:  # type: ignore[no-untyped-def]
+def test_submit_local_runs_the_module_with_the_local_backend(tau_cli, module: Path) -> None:  # type: ignore[no-untyped-def]
+    """Train then eval as local-backend runs; their tau.stellar metrics reach the store and Stellar."""
+    import re
+    import subprocess
+    import sys
+
     r = tau_cli("python", "submit", str(module), "--local")
     assert r.exit_code == 0, r
     data = Path(os.environ["TAU_DATA_DIR"])
     ckpt = data / "data" / "checkpoints" / "finetunes" / "sdk-train" / "artifacts" / "best" / "model.json"
     assert abs(json.loads(ckpt.read_text())["w"] - 3.0) < 0.05
-    assert f"upstream checkpoint {ckpt}" in r.stderr
-    store = data / "expstore"
-
-    import subprocess
-    import sys
-
+    assert "upstream checkpoint /data/checkpoints/finetunes/sdk-train/artifacts/best/model.json" in r.stderr
+    runs = dict(re.findall(r"^Run: ((sdk-train|sdk-eval)-\S+)$", r.stdout, flags=re.M))
+    by_name = {name: run for run, name in runs.items()}
+    assert set(by_name) == {"sdk-train", "sdk-eval"}, r.stdout
     exe = str(Path(sys.executable).parent / "taugrid-portal")
-    for run, metric in (("sdk-train", "loss"), ("sdk-eval", "eval_mse")):
-        proc = subprocess.run([exe, "experiment", "stellar", run, "--store", str(store), "-o", "json"],
-                              capture_output=True, text=True, check=False)
+    for name, metric in (("sdk-train", "loss"), ("sdk-eval", "eval_mse")):
+        assert f"Run {by_name[name]} succeeded" in r.stderr
+        proc = subprocess.run([exe, "experiment", "stellar", by_name[name], "--store", str(data / "expstore"),
+                               "-o", "json"], capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr
         snap = json.loads(proc.stdout)
         assert metric in [c["metric_name"] for c in snap["charts"]]
-    lineage = (data / "stellar" / "sdk-train-eval" / "sdk-eval" / "artifacts.jsonl").read_text()
-    assert '"source_run_id": "sdk-train"' in lineage
+        assert snap["runs"][0]["state"] == "succeeded"
+    packet = data / "data" / "checkpoints" / "finetunes" / "sdk-eval" / "stellar" / "packet"
+    assert '"source_run_id": "sdk-train"' in (packet / "artifacts.jsonl").read_text()
 
 
 def test_bootstrap_writes_a_starter_that_inspects(tau_cli, repo: Path) -> None:  # type: ignore[no-untyped-def]

@@ -11,8 +11,17 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _upstream(manifest):
+    """TAU_UPSTREAM_CHECKPOINT; in a local run, the manifest's in-pod path mapped under TAU_DATA_DIR."""
+    value = os.environ.get("TAU_UPSTREAM_CHECKPOINT") or (manifest.get("workflow") or {}).get("upstream_checkpoint")
+    if value and not os.environ.get("TAU_CLUSTER_JOB") and value.startswith("/data/"):
+        value = os.path.join(os.environ.get("TAU_DATA_DIR", "/data"), value[len("/data/"):])
+    return value or None
+
+
 def _ctx(manifest):
     env = os.environ.get
+    remote = bool(env("TAU_CLUSTER_JOB"))
     compute = manifest.get("compute") or {}
     values = dict(
         name=manifest.get("name"), gpus=int(compute.get("gpus", 1)), workers=int(compute.get("workers", 1) or 1),
@@ -22,8 +31,9 @@ def _ctx(manifest):
         checkpoints_dir=env("TAU_CHECKPOINTS_DIR", "/mnt/checkpoints"),
         durable_datasets_dir=env("TAU_DURABLE_DATASETS_DIR", "/data/datasets"),
         durable_checkpoints_dir=env("TAU_OUTPUT_DIR", "/data/checkpoints"),
-        upstream_checkpoint=env("TAU_UPSTREAM_CHECKPOINT") or None, resume_from=env("TAU_RESUME_FROM") or None,
-        storage_hot_status="remote", storage_hot_reason="", storage_hot_write_mbps=None, is_remote=True)
+        upstream_checkpoint=_upstream(manifest), resume_from=env("TAU_RESUME_FROM") or None,
+        storage_hot_status="remote" if remote else "local", storage_hot_reason="", storage_hot_write_mbps=None,
+        is_remote=remote)
     try:
         from tau import Ctx
     except ImportError:

@@ -6,9 +6,10 @@ writer turns full buffers into JSONL, so a training loop pays a few microseconds
 
 * On a workstation (or ``tau run --local``), ``finish`` records the metrics in the local
   experiment store in-process, through the ``experiment-store`` telemetry sink (no subprocess).
-* Inside a cluster job (``TAU_CLUSTER_JOB`` set by the renderers) the writer emits closed
-  ``metrics.history`` chunks under ``$TAU_OUTPUT_DIR/stellar/`` for the offload sidecar to ship;
-  the image needs neither polars nor the portal.
+* Inside a run - a cluster job (``TAU_CLUSTER_JOB`` set by the renderers) or a local-backend run
+  (``TAU_OUTPUT_DIR`` set) - the writer emits closed ``metrics.history`` chunks under
+  ``$TAU_OUTPUT_DIR/stellar/``; the offload sidecar or the local evidence bridge ships them, so the
+  image needs neither polars nor the portal.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Run:
         self.project, self.run_id, self.group, self.experiment = project, run, group, experiment
         self.packet = packet
         self.store = store
-        self.in_job = bool(os.environ.get(CLUSTER_JOB_ENV))
+        self.in_job = _inside_a_run()
         output = Path(os.environ.get("TAU_OUTPUT_DIR", str(packet)))
         self.chunk_dir = output / CHUNK_DIR if self.in_job else None
         self._rows: list[tuple[int, float, dict[str, Any]]] = []
@@ -248,6 +249,12 @@ def record_packet(run: Run, state: str) -> int:
 _current: Run | None = None
 
 
+def _inside_a_run() -> bool:
+    """A cluster job (the renderers' marker) or a local-backend run: both give the run an output directory
+    and ship ``metrics.history`` chunks themselves (offload sidecar / local evidence bridge)."""
+    return bool(os.environ.get(CLUSTER_JOB_ENV) or os.environ.get("TAU_OUTPUT_DIR"))
+
+
 def init(project: str | None = None, run: str | None = None, group: str | None = None,
          experiment: str | None = None, store: str | None = None, config: Mapping[str, Any] | None = None,
          tau_binary: str | None = None, dir: str | os.PathLike[str] | None = None) -> Run:
@@ -261,7 +268,7 @@ def init(project: str | None = None, run: str | None = None, group: str | None =
     group = _slug(group or "default")
     if dir is not None:
         packet = Path(dir)
-    elif os.environ.get(CLUSTER_JOB_ENV) and os.environ.get("TAU_OUTPUT_DIR"):
+    elif _inside_a_run():
         packet = Path(os.environ["TAU_OUTPUT_DIR"]) / "stellar" / "packet"
     else:
         from tau_core.local import paths

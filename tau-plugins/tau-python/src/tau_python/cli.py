@@ -108,18 +108,20 @@ def _opts(flags: dict[str, Any]) -> Any:
 @python.command(context_settings=CONTEXT)
 @MODULE
 @_poll_options
-@click.option("--local", is_flag=True, help="Run train then eval on this machine instead of the cluster.")
+@click.option("--local", is_flag=True, help="Run train then eval on this machine with the local backend.")
 @click.option("--upstream-checkpoint", help="Upstream checkpoint for an eval-only module.")
 @override_options
 def submit(module: Path, local: bool, upstream_checkpoint: str | None, **flags: Any) -> None:
     """Submit MODULE's train, wait for success, clean it up, then submit its eval."""
     from tau_python.discovery import upstream_for
-    from tau_python.flow import run_locally, submit_workflow
+    from tau_python.flow import submit_workflow
 
     opts = _opts(flags)
     wf = _discover(module, flags)
     if local:
-        run_locally(wf)
+        from tau_python.local import run_with_local_backend
+
+        run_with_local_backend(wf)
         return
     with tempfile.TemporaryDirectory(prefix="tau-py-") as tmp:
         submit_workflow(wf, opts, Path(tmp), upstream=upstream_for(wf, upstream_checkpoint))

@@ -97,17 +97,3 @@ def submit_workflow(wf: Any, opts: PollOptions, stage_dir: Path, *, upstream: st
         if not upstream:
             raise TauError("@tau.eval needs an upstream checkpoint", hint="pass --upstream-checkpoint /data/...")
         tau_run(stage(ev, stage_dir / ev.name, upstream_checkpoint=upstream), opts, None)
-
-
-def run_locally(wf: Any) -> None:
-    """``--local``: call train, then eval with the train's local checkpoint, on this machine."""
-    upstream = None
-    if wf.train is not None:
-        info(f"running {wf.train.name} locally")
-        wf.train()
-        ckpt = Path(wf.train.local_ctx().durable_checkpoints_dir) / "artifacts"
-        artifact = wf.train.checkpoint_artifact
-        upstream = str(ckpt / artifact) if artifact else str(ckpt)
-    if wf.eval is not None:
-        info(f"running {wf.eval.name} locally (upstream checkpoint {upstream})")
-        wf.eval(upstream_checkpoint=upstream)
