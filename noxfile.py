@@ -123,7 +123,8 @@ _ISOLATED = sorted(n for n in distributions() if n not in {"tau-core", "tau-test
 @nox.session(python=PYTHON)
 @nox.parametrize("dist", _ISOLATED, ids=_ISOLATED)
 def dist(session: nox.Session, dist: str) -> None:
-    """One distribution's own tests, with only it, tau-core and tau-testing installed."""
+    """One distribution's own tests, with only it, tau-core, tau-testing and the sibling distributions its
+    ``test`` extra names (installed from this tree, never from an index)."""
     dists = distributions()
     path = dists[dist]
     session.install(*TEST_TOOLS, *spec(dists["tau-core"]), *spec(dists["tau-testing"]),
@@ -163,10 +164,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def types(session: nox.Session) -> None:
-    """mypy, strict for tau_core (configured in the root pyproject.toml)."""
+    """mypy, strict for tau_core and the Python SDK (configured in the root pyproject.toml)."""
     install_all(session)
     session.install("mypy")
     session.run("mypy", "-p", "tau_core")
+    session.run("mypy", "-p", "tau", "-p", "tau_python")
 
 
 @nox.session(python=PYTHON)

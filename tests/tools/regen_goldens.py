@@ -25,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = REPO / "examples"
 GOLDEN_DIR = REPO / "tests" / "golden"
-EXAMPLES = ("kind-smoke", "ray-tune-smoke", "portal-ray-stellar", "market-policy", "cpu-multi-interest-ray")
+EXAMPLES = ("kind-smoke", "ray-tune-smoke", "portal-ray-stellar", "market-policy", "cpu-multi-interest-ray",
+            "sdk-train-eval")
 #: Environment every golden is rendered with (decision 7: the offload image comes from the env).
 GOLDEN_ENV = {
     "TAU_METRICS_OFFLOAD_IMAGE": "registry.example.com/taugrid/taugrid-portal@sha256:" + "0" * 64,

@@ -144,3 +144,14 @@ CONTROLLER_LEASE: Final = "tau-core-controller.tau.azure.com"
 RETRY_OWNER: Final = "tau.azure.com/retry-owner"
 #: The run's retry policy (JSON: maxRetries, retryOn, backoffInitialSeconds, backoffMaxSeconds, checkpointPath).
 RETRY_POLICY: Final = "tau.azure.com/retry-policy"
+
+# -- managed workflows and the Python SDK (issue 17) -------------------------------------------
+#: Digest of the (redacted) managed manifest a RayJob was rendered from, and its workflow kind.
+MANAGED_MANIFEST_DIGEST: Final = "tau.azure.com/managed-manifest-digest"
+MANAGED_WORKFLOW_KIND: Final = "tau.azure.com/managed-workflow-kind"
+#: Set to "1" in every container Tau renders for a cluster workload (Job and RayJob).  The SDK
+#: refuses ``.submit()`` when it sees it.  ``TAU_DATA_DIR`` cannot serve: local runs set it too.
+ENV_CLUSTER_JOB: Final = "TAU_CLUSTER_JOB"
+#: Where ``tau.stellar`` writes closed metric-history chunks inside a cluster job, relative to
+#: ``storage.output`` (the managed RayJob lists it in ``metrics.history`` for the offload sidecar).
+STELLAR_HISTORY_GLOB: Final = "stellar/history-*.jsonl"

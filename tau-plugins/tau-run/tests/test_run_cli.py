@@ -54,9 +54,18 @@ def test_validate_name_override(tau_cli, project: Path) -> None:  # type: ignore
 
 
 def test_validate_managed_manifest(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    """A schema_version: 1 manifest is validated against its own schema, not refused."""
     (project / "tau" / "wf.yaml").write_text("schema_version: 1\nname: wf\n")
     r = tau_cli("run", "validate", "-c", "tau/wf.yaml")
-    assert r.exit_code == 1 and "Python SDK" in r.stderr, r
+    assert r.exit_code == 1 and "runtime.pip: required" in r.stderr and "Traceback" not in r.stderr, r
+    (project / "tau" / "wf.py").write_text("def main(ctx):\n    return 1\n")
+    (project / "tau" / "wf.yaml").write_text("schema_version: 1\nname: wf\nruntime:\n  pip: [numpy]\n"
+                                             "entrypoint:\n  script: wf.py\n")
+    r = tau_cli("run", "validate", "-c", "tau/wf.yaml")
+    assert r.exit_code == 0 and "managed workflow manifest" in r.stdout, r
+    (project / "tau" / "wf.yaml").write_text("schema_version: 2\nname: wf\n")
+    r = tau_cli("run", "validate", "-c", "tau/wf.yaml")
+    assert r.exit_code == 1 and "schema_version: want 1, got 2" in r.stderr, r
 
 
 def test_schema_and_explain(tau_cli) -> None:  # type: ignore[no-untyped-def]
@@ -227,7 +236,7 @@ def test_validate_checks_the_snapshot_offline(tau_cli, project: Path) -> None:  
 def test_managed_shapes_are_explained_on_run(tau_cli, project: Path) -> None:  # type: ignore[no-untyped-def]
     (project / "tau" / "wf.yaml").write_text("schema_version: 1\nname: wf\n")
     r = tau_cli("run", "wf", "--dry-run=client")
-    assert r.exit_code == 1 and "Python SDK" in r.stderr, r
+    assert r.exit_code == 1 and "runtime.pip: required" in r.stderr, r
     (project / "tau" / "delegate.yaml").write_text("name: d\nengine: job\nworkflow:\n  file: wf.yaml\n")
     r = tau_cli("run", "delegate", "--dry-run=client")
     assert r.exit_code == 1 and "workflow.file" in r.stderr and "Traceback" not in r.stderr, r

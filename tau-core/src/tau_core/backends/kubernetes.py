@@ -541,11 +541,12 @@ class KubernetesBackend:
 
     async def _preflight_secrets(self, session: KubeSession, ns: str, objects: Sequence[Obj]) -> None:
         names: builtins.list[str] = []
+        shipped = {_meta(o).get("name") for o in objects if o.get("kind") == "Secret"}  # created with the run
         for obj in objects:
             for c in _all_containers(obj):
                 for env in c.get("env") or []:
                     ref = ((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
-                    if ref and ref not in names:
+                    if ref and ref not in names and ref not in shipped:
                         names.append(ref)
                 for src in c.get("envFrom") or []:
                     ref = (src.get("secretRef") or {}).get("name")

@@ -201,6 +201,14 @@ def load_target_config(target: Target) -> ValidatedConfig:
     from tau_core.config.loader import display_path, load_yaml_file
 
     doc = load_yaml_file(target.config_path, display=display_path(target.config_path))
+    from tau_core.config.validate import is_managed_manifest
+
+    if is_managed_manifest(doc.data):
+        from tau_core.config.managed import validate_managed
+
+        managed: ValidatedConfig = validate_managed(doc, name_override=target.name_override,
+                                                    base_dir=target.config_path.resolve().parent)
+        return managed
     return validate_document(doc, name_override=target.name_override,
                              base_dir=target.config_path.resolve().parent)
 
@@ -442,6 +450,12 @@ def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
     context["code_sha"] = code_sha(options.cwd or Path.cwd())
     context["tau_command"] = redact_argv(options.argv) if options.argv else None
     context["local"] = local
+    if validated.document.extra.get("managed") is not None:
+        if local:
+            raise ConfigError(f"{validated.document.display} is a managed workflow manifest; the local backend "
+                              "runs direct configs only",
+                              hint="run the Python module on this machine with tau python submit MODULE --local")
+        context["managed"] = validated.document.extra["managed"]
     context["config_dir"] = str(target.config_path.resolve().parent)
     if kubeconfig:
         context["kubeconfig"] = str(kubeconfig)

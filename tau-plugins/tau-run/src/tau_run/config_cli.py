@@ -48,22 +48,30 @@ def validate(ctx: click.Context, /, name: str | None, config: Path | None, proje
     else:
         inferred = ", inferred" if doc["engine_inferred"] else ""
         profile = f", workload profile {doc['workload_profile']}" if doc.get("workload_profile") else ""
-        click.echo(f"{doc['file']} is valid: {doc['name']} ({doc['engine']}{inferred}{profile})")
+        kind = "managed workflow manifest, " if doc.get("managed_workflow") else ""
+        click.echo(f"{doc['file']} is valid: {doc['name']} ({kind}{doc['engine']}{inferred}{profile})")
 
 
 @click.command(context_settings=CONTEXT)
 @click.option("-o", "--output", type=click.Choice(["json"]), default="json", show_default=True,
               help="Output format (JSON Schema draft 2020-12).")
-def schema(output: str) -> None:
-    """Print the JSON Schema of the direct run config.
+@click.option("--managed", is_flag=True, help="Print the schema of managed workflow manifests (schema_version: 1).")
+def schema(output: str, managed: bool) -> None:
+    """Print the JSON Schema of the direct run config (or, with --managed, of managed manifests).
 
-    The schema is generated from the installed field catalog, the same catalog that
+    Each schema is generated from its installed field catalog, the same catalog that
     drives validation and explain-config: the installed CLI is the schema authority.
 
     \b
     Examples:
       tau run schema -o json > tau-run-config.schema.json
+      tau run schema --managed > tau-managed-workflow.schema.json
     """
+    if managed:
+        from tau_core.config.managed import build_managed_schema
+
+        click.echo(json.dumps(build_managed_schema(), indent=2))
+        return
     from tau_core.config.schema import build_schema
 
     click.echo(json.dumps(build_schema(), indent=2))

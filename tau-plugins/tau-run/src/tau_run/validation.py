@@ -8,7 +8,7 @@ from typing import Any
 from tau_core.config import ConfigValidationError, ManagedManifestError
 from tau_core.config.loader import display_path, load_yaml_file
 from tau_core.config.targets import Target, resolve_target
-from tau_core.config.validate import validate_document
+from tau_core.config.validate import is_managed_manifest, validate_document
 from tau_core.errors import NotFoundError, UsageError
 from tau_run.reporting import fail_with_issues, print_warnings
 
@@ -32,9 +32,16 @@ def run_validate(*, name: str | None, config: Path | None, project: str | None, 
     doc_out: dict[str, Any] = {"file": shown, "valid": False, "errors": [], "warnings": []}
     try:
         doc = load_yaml_file(target.config_path, display=shown)
-        validated = validate_document(doc, name_override=override, base_dir=target.config_path.resolve().parent)
+        managed = is_managed_manifest(doc.data)
+        if managed:  # a schema_version: 1 manifest: its own schema, then the RayJob it renders as
+            from tau_core.config.managed import validate_managed
+
+            validated = validate_managed(doc, name_override=override, base_dir=target.config_path.resolve().parent)
+        else:
+            validated = validate_document(doc, name_override=override,
+                                          base_dir=target.config_path.resolve().parent)
         profile = None
-        if validated.normalized["policy"]["workload_profile_snapshot"]:
+        if not managed and validated.normalized["policy"]["workload_profile_snapshot"]:
             profile = _check_snapshot(target, override, project)
     except ConfigValidationError as exc:
         if not as_json:
@@ -53,6 +60,7 @@ def run_validate(*, name: str | None, config: Path | None, project: str | None, 
         print_warnings(validated.warnings)
     doc_out.update({
         "valid": True,
+        "managed_workflow": managed,
         "name": validated.name,
         "engine": validated.engine,
         "engine_inferred": validated.engine_inferred,

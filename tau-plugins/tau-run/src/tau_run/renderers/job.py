@@ -111,6 +111,7 @@ class _JobRenderer:
         profile = r.profile_name(req)
         if profile:
             env.append({"name": "TAU_PROFILE", "value": profile})
+        env.append({"name": keys.ENV_CLUSTER_JOB, "value": "1"})  # the SDK refuses .submit() inside a job
         if durable:
             env += rs.env_list(
                 {

@@ -22,6 +22,7 @@ from tau_core import render_scripts as rs
 from tau_core import rendering as r
 from tau_core.errors import ConfigError
 from tau_run.renderers._common import entrypoint_of, image_of, local_file, resources
+from tau_run.renderers.managed import finish_managed, managed_env
 
 DEFAULT_GPU_IMAGE = "mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.56.0-cuda13.0"
 DEFAULT_CPU_IMAGE = "mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.54.0"
@@ -160,8 +161,12 @@ kill "$t" 2>/dev/null || true
 
 
 def render_rayjob(request: r.RenderRequest) -> list[dict[str, Any]]:
-    """Render the RayJob for ``request``."""
-    return _RayJobRenderer(request).render()
+    """Render the RayJob for ``request`` (a managed manifest adds its mounts, secret and eval GPU group)."""
+    objects = _RayJobRenderer(request).render()
+    managed = request.ctx("managed")
+    if managed is not None:
+        objects = finish_managed(objects, request, managed)
+    return objects
 
 
 def ray_version(image: str) -> str:
@@ -257,7 +262,8 @@ class _RayJobRenderer:
             raise ConfigError(
                 f"gpus per worker must be 0..8, got {gpw}", hint="set compute.gpus_per_worker between 0 and 8"
             )
-        image = image_of(cfg) or (DEFAULT_GPU_IMAGE if gpw > 0 else DEFAULT_CPU_IMAGE)
+        managed_gpus = getattr(req.ctx("managed"), "gpus", 0)  # an eval's GPU actor group needs the GPU image
+        image = image_of(cfg) or (DEFAULT_GPU_IMAGE if gpw > 0 or managed_gpus > 0 else DEFAULT_CPU_IMAGE)
         launcher = str(r.get(cfg, "execution.launcher") or "ray-train")
         mig = r.get(cfg, "compute.mig_profile")
         mode = str(r.get(cfg, "compute.gpu_resource_mode") or ("mig" if mig else "device-plugin"))
@@ -278,7 +284,11 @@ class _RayJobRenderer:
         working_dir = r.get(cfg, "run.working_dir")
         module: str | None = None
         script_path: str | None = None
-        if working_dir:
+        managed = req.ctx("managed")
+        if managed is not None:  # a schema_version: 1 manifest: the staged module and the wrapper
+            files.update(managed.files)
+            script_path = f"{SCRIPT_DIR}/{managed.entry}"
+        elif working_dir:
             module = self._project(files, str(working_dir), entry)
         elif entry:
             path = local_file(req, entry, "entrypoint")
@@ -322,7 +332,7 @@ class _RayJobRenderer:
 
         # -- env ------------------------------------------------------------------------------
         defaults = rs.env_list({"HF_HOME": "/tmp/hf", "NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "eth0"})
-        tau_env = rs.env_list({"TAU_DATA_DIR": "/data", "TAU_HOT_DIR": "/mnt"})
+        tau_env = rs.env_list({keys.ENV_CLUSTER_JOB: "1", "TAU_DATA_DIR": "/data", "TAU_HOT_DIR": "/mnt"})
         if output:
             tau_env.append({"name": "TAU_OUTPUT_DIR", "value": output})
         tau_env += rs.env_list(
@@ -355,6 +365,8 @@ class _RayJobRenderer:
             )
             tau_env = [e for e in tau_env if e["value"] != "" or not e["name"].startswith("TAU_TUNE_TRAIN_")]
         tau_env += r.retry_env(req)
+        if managed is not None:
+            tau_env += managed_env(managed, gpw)
         common_env = r.merge_env(defaults, r.user_env(req), tau_env)
 
         # -- driver entrypoint ---------------------------------------------------------------

@@ -1,0 +1,307 @@
+"""``tau.stellar``: log metrics, images, HTML and tables from a training loop into Stellar.
+
+``init`` opens a run and a local packet directory (``history.jsonl``, ``config.json``,
+``artifacts/`` and ``artifacts.jsonl``).  ``log`` only appends to an in-memory buffer; a background
+writer turns full buffers into JSONL, so a training loop pays a few microseconds per call.
+
+* On a workstation (or ``tau run --local``), ``finish`` records the metrics in the local
+  experiment store in-process, through the ``experiment-store`` telemetry sink (no subprocess).
+* Inside a run - a cluster job (``TAU_CLUSTER_JOB`` set by the renderers) or a local-backend run
+  (``TAU_OUTPUT_DIR`` set) - the writer emits closed ``metrics.history`` chunks under
+  ``$TAU_OUTPUT_DIR/stellar/``; the offload sidecar or the local evidence bridge ships them, so the
+  image needs neither polars nor the portal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tau_core.keys import ENV_CLUSTER_JOB as CLUSTER_JOB_ENV
+from tau_core.keys import STELLAR_HISTORY_GLOB as HISTORY_GLOB
+
+CHUNK_DIR, CHUNK_PATTERN = HISTORY_GLOB.split("/")
+
+FLUSH_ROWS = 65536
+SINK_NAME = "experiment-store"
+STATUS_METRIC = "tau/run_status"
+
+
+class Image:
+    """An image artifact (PNG/JPEG bytes or a file path)."""
+
+    ext = "png"
+
+    def __init__(self, data: bytes | str | os.PathLike[str], caption: str = "") -> None:
+        self.data = data
+        self.caption = caption
+
+    def payload(self) -> bytes:
+        if isinstance(self.data, bytes):
+            return self.data
+        return Path(self.data).read_bytes()
+
+
+class Html(Image):
+    """An HTML fragment artifact."""
+
+    ext = "html"
+
+    def __init__(self, html: str, caption: str = "") -> None:
+        super().__init__(html.encode("utf-8"), caption)
+
+
+class Table(Image):
+    """A table artifact (columns plus rows, stored as JSON)."""
+
+    ext = "json"
+
+    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> None:
+        doc = {"columns": list(columns), "rows": [list(r) for r in rows]}
+        super().__init__(json.dumps(doc, default=str).encode("utf-8"), caption)
+
+
+def _slug(value: str) -> str:
+    out = "".join(c if c.isalnum() or c in "-_." else "-" for c in value.strip().lower())
+    return out.strip("-.") or "default"
+
+
+class Run:
+    """One Stellar run: buffered metric rows, artifacts with lineage, and the local packet."""
+
+    def __init__(self, project: str, run: str, group: str, experiment: str, packet: Path,
+                 config: Mapping[str, Any] | None, store: str | None) -> None:
+        self.project, self.run_id, self.group, self.experiment = project, run, group, experiment
+        self.packet = packet
+        self.store = store
+        self.in_job = _inside_a_run()
+        output = Path(os.environ.get("TAU_OUTPUT_DIR", str(packet)))
+        self.chunk_dir = output / CHUNK_DIR if self.in_job else None
+        self._rows: list[tuple[int, float, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = False
+        self._chunks = 0
+        self._step = 0
+        self.finished = False
+        packet.mkdir(parents=True, exist_ok=True)
+        (packet / "artifacts").mkdir(exist_ok=True)
+        (packet / "config.json").write_text(json.dumps(dict(config or {}), sort_keys=True, default=str) + "\n",
+                                            encoding="utf-8")
+        self._writer = threading.Thread(target=self._write_loop, name="tau-stellar-writer", daemon=True)
+        self._writer.start()
+
+    # -- hot path ----------------------------------------------------------------------------
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Record ``metrics`` at ``step`` (default: one past the last step); artifacts are saved now."""
+        if step is None:
+            step = self._step
+        self._step = step + 1
+        for value in metrics.values():
+            if isinstance(value, Image):  # the slow path: artifacts are written now, scalars buffered
+                self._log_artifacts(metrics, step)
+                return
+        rows = self._rows
+        rows.append((step, _now(), dict(metrics)))
+        if len(rows) >= FLUSH_ROWS:
+            self._wake.set()
+
+    def _log_artifacts(self, metrics: Mapping[str, Any], step: int) -> None:
+        values = dict(metrics)
+        for key, value in metrics.items():
+            if isinstance(value, Image):
+                del values[key]
+                self._artifact(key, value, step)
+        self._rows.append((step, _now(), values))
+
+    # -- writer ------------------------------------------------------------------------------
+    def _take(self) -> list[tuple[int, float, dict[str, Any]]]:
+        with self._lock:
+            rows, self._rows = self._rows, []
+        return rows
+
+    def _write_loop(self) -> None:
+        while not self._stop:
+            self._wake.wait(2.0)
+            self._wake.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered rows (the background writer does this; finish does it one last time)."""
+        rows = self._take()
+        if not rows:
+            return
+        text = "".join([_row(s, t, v) for s, t, v in rows])
+        with open(self.packet / "history.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(text)
+        if self.chunk_dir is not None:  # one closed chunk per flush: dotfile, then atomic rename
+            self.chunk_dir.mkdir(parents=True, exist_ok=True)
+            self._chunks += 1
+            final = self.chunk_dir / CHUNK_PATTERN.replace("*", f"{self._chunks:06d}")
+            tmp = self.chunk_dir / f".{final.name}.tmp"
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, final)
+
+    # -- artifacts and lineage ---------------------------------------------------------------
+    def _artifact(self, key: str, value: Image, step: int) -> None:
+        name = f"{_slug(key)}-step{step:06d}.{value.ext}"
+        (self.packet / "artifacts" / name).write_bytes(value.payload())
+        self._lineage({"artifact_id": f"{self.run_id}/{name}", "key": key, "step": step, "path": f"artifacts/{name}",
+                       "kind": type(value).__name__.lower(), "direction": "output", "caption": value.caption})
+
+    def use_artifact(self, artifact_id: str, *, source_run_id: str | None = None) -> dict[str, Any]:
+        """Record that this run consumed ``artifact_id`` (lineage: source artifact and run)."""
+        source_run = source_run_id or artifact_id.split("/", 1)[0]
+        entry = {"artifact_id": artifact_id, "direction": "input", "source_artifact_id": artifact_id,
+                 "source_run_id": source_run}
+        self._lineage(entry)
+        return entry
+
+    def _lineage(self, entry: Mapping[str, Any]) -> None:
+        with open(self.packet / "artifacts.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(dict(entry), sort_keys=True) + "\n")
+
+    # -- the end -----------------------------------------------------------------------------
+    def finish(self, sync: bool = True, state: str = "succeeded") -> dict[str, Any]:
+        """Flush; on a workstation record the packet in the experiment store (in-process) when ``sync``."""
+        if self.finished:
+            return {"run": self.run_id, "recorded": 0}
+        self._stop = True
+        self._wake.set()
+        self._writer.join(timeout=5)
+        self.flush()
+        self.finished = True
+        global _current
+        if _current is self:
+            _current = None
+        if self.in_job or not sync:
+            return {"run": self.run_id, "recorded": 0, "packet": str(self.packet)}
+        return {"run": self.run_id, "recorded": record_packet(self, state), "packet": str(self.packet)}
+
+
+_now = time.time
+_KEYS: dict[str, str] = {}
+
+
+def _key(name: str) -> str:
+    """``,"name":`` (JSON-escaped once per metric name)."""
+    text = _KEYS.get(name)
+    if text is None:
+        text = _KEYS[name] = "," + json.dumps(str(name)) + ":"
+    return text
+
+
+def _row(step: int, ts: float, values: Mapping[str, Any]) -> str:
+    """One history line: ``_step``, ``_timestamp`` and the finite numeric values (others are dropped)."""
+    parts = ['{"_step":' + str(int(step)) + ',"_timestamp":' + repr(ts)]
+    for key, value in values.items():
+        kind = type(value)
+        if kind is float or kind is int:
+            if value - value == 0:  # finite (NaN and infinities are dropped)
+                parts.append(_key(key) + repr(value))
+        elif isinstance(value, int | float) and not isinstance(value, bool):  # numpy scalars and friends
+            number = float(value)
+            if math.isfinite(number):
+                parts.append(_key(key) + repr(number))
+    parts.append("}\n")
+    return "".join(parts)
+
+
+def record_packet(run: Run, state: str) -> int:
+    """Write the packet's history to the local store through the telemetry sink; returns rows written."""
+    from datetime import UTC, datetime
+
+    from tau_core.local import paths
+    from tau_core.plugins import get_host
+
+    registry = get_host().registry("telemetry_sinks")
+    if SINK_NAME not in registry:
+        return 0
+    store = run.store or str(paths.exp_store_root())
+    sink = registry[SINK_NAME].load()(store=store, project=run.project, source="tau-stellar")
+    ident = {"project": run.project, "run_group_id": run.group, "run_id": run.run_id, "experiment_id": run.experiment}
+    records: list[dict[str, Any]] = []
+    history = run.packet / "history.jsonl"
+    lines = history.read_text(encoding="utf-8").splitlines() if history.exists() else []
+    for line in lines:
+        row = json.loads(line)
+        wall = datetime.fromtimestamp(float(row.pop("_timestamp")), UTC)
+        step = int(row.pop("_step"))
+        records += [{**ident, "metric_name": k, "step": step, "wall_time": wall, "value": float(v), "unit": None,
+                     "source": "tau-stellar", "split": None, "tags": {}} for k, v in row.items()]
+    value = {"succeeded": 1.0, "failed": -1.0, "cancelled": -2.0}[state]
+    records.append({**ident, "metric_name": STATUS_METRIC, "step": 0, "wall_time": datetime.now(UTC),
+                    "value": value, "unit": None, "source": "tau-stellar-status", "split": None,
+                    "tags": {"tau.status.state": state, "tau.status.artifact_uri": run.packet.as_uri()}})
+    try:
+        sink.write(records)
+    finally:
+        sink.close()
+    return len(records)
+
+
+_current: Run | None = None
+
+
+def _inside_a_run() -> bool:
+    """A cluster job (the renderers' marker) or a local-backend run: both give the run an output directory
+    and ship ``metrics.history`` chunks themselves (offload sidecar / local evidence bridge)."""
+    return bool(os.environ.get(CLUSTER_JOB_ENV) or os.environ.get("TAU_OUTPUT_DIR"))
+
+
+def init(project: str | None = None, run: str | None = None, group: str | None = None,
+         experiment: str | None = None, store: str | None = None, config: Mapping[str, Any] | None = None,
+         tau_binary: str | None = None, dir: str | os.PathLike[str] | None = None) -> Run:
+    """Open a run (the current one for :func:`log` and :func:`finish`).
+
+    ``tau_binary`` is accepted for compatibility and unused: recording happens in-process.
+    """
+    global _current
+    project = _slug(project or os.environ.get("TAU_EXPERIMENT_PROJECT") or "default")
+    run_id = _slug(run or os.environ.get("TAU_RUN_ID") or time.strftime("run-%y%m%d-%H%M%S"))
+    group = _slug(group or "default")
+    if dir is not None:
+        packet = Path(dir)
+    elif _inside_a_run():
+        packet = Path(os.environ["TAU_OUTPUT_DIR"]) / "stellar" / "packet"
+    else:
+        from tau_core.local import paths
+
+        packet = paths.tau_home() / "stellar" / project / run_id
+    _current = Run(project, run_id, group, _slug(experiment) if experiment else "", packet, config, store)
+    return _current
+
+
+def _run() -> Run:
+    if _current is None:
+        raise RuntimeError("tau-py: tau.stellar.init() must be called before log()/finish()")
+    return _current
+
+
+def log(metrics: Mapping[str, Any], step: int | None = None) -> None:
+    """Log to the current run (see :meth:`Run.log`)."""
+    run = _current
+    if run is None:
+        raise RuntimeError("tau-py: tau.stellar.init() must be called before log()")
+    run.log(metrics, step)
+
+
+def use_artifact(artifact_id: str, *, source_run_id: str | None = None) -> dict[str, Any]:
+    return _run().use_artifact(artifact_id, source_run_id=source_run_id)
+
+
+def finish(sync: bool = True) -> dict[str, Any]:
+    return _run().finish(sync=sync)
+
+
+def StellarLogger(project: str | None = None, run: str | None = None, **kw: Any) -> Any:
+    """A Lightning logger writing to Stellar (needs ``lightning``; imported only here)."""
+    from tau._lightning import make_logger
+
+    return make_logger(project=project, run=run, **kw)

@@ -1,0 +1,103 @@
+"""tau.stellar: the local packet, in-job history chunks, artifacts with lineage, in-process recording."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tau import stellar
+
+
+def _rows(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_local_packet_and_in_process_recording(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("subprocess.run", None)  # finish records in-process: no taugrid-portal subprocess
+    run = stellar.init(project="Demo Project", run="r1", config={"lr": 0.1})
+    for step in range(5):
+        stellar.log({"loss": 1.0 / (step + 1), "acc": step / 10, "note": "x", "bad": float("nan")}, step=step)
+    stellar.log({"loss": 0.1})  # step defaults to one past the last
+    stellar.log({"sample": stellar.Image(b"\x89PNG...", caption="c"), "page": stellar.Html("<b>hi</b>"),
+                 "tbl": stellar.Table(["a"], [[1], [2]])}, step=7)
+    result = stellar.finish()
+    packet = Path(result["packet"])
+    assert json.loads((packet / "config.json").read_text()) == {"lr": 0.1}
+    rows = _rows(packet / "history.jsonl")
+    assert [r["_step"] for r in rows] == [0, 1, 2, 3, 4, 5, 7]
+    assert rows[0]["loss"] == 1.0 and "note" not in rows[0] and "bad" not in rows[0]
+    names = sorted(p.name for p in (packet / "artifacts").iterdir())
+    assert names == ["page-step000007.html", "sample-step000007.png", "tbl-step000007.json"]
+    lineage = _rows(packet / "artifacts.jsonl")
+    assert {e["direction"] for e in lineage} == {"output"} and lineage[0]["artifact_id"].startswith("r1/")
+    assert result["recorded"] == 5 * 2 + 1 + 1  # loss+acc for 5 steps, loss at step 5, the status marker
+    assert run.finished and result["run"] == "r1"
+
+
+def test_metrics_are_readable_in_stellar(repo: Path) -> None:
+    import os
+
+    stellar.init(project="p", run="seen-run")
+    for step in range(3):
+        stellar.log({"loss": 3.0 - step}, step=step)
+    stellar.finish()
+    store = Path(os.environ["TAU_DATA_DIR"]) / "expstore"
+    portal = Path(sys.executable).parent / "taugrid-portal"
+    proc = subprocess.run([str(portal), "experiment", "stellar", "seen-run", "--store", str(store), "-o", "json"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    snap = json.loads(proc.stdout)
+    assert "loss" in [c["metric_name"] for c in snap["charts"]]
+    assert snap["runs"][0]["state"] == "succeeded"
+
+
+def test_inside_a_cluster_job_history_chunks_are_written(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    out = tmp_path / "output"
+    monkeypatch.setenv("TAU_CLUSTER_JOB", "1")
+    monkeypatch.setenv("TAU_OUTPUT_DIR", str(out))
+    monkeypatch.setattr(stellar, "FLUSH_ROWS", 4)
+    run = stellar.init(project="p", run="job-run")
+    for step in range(10):
+        run.log({"loss": float(step)}, step=step)
+    run.flush()
+    result = run.finish()
+    assert result["recorded"] == 0  # the offload sidecar ships the chunks; nothing is recorded in the pod
+    chunks = sorted((out / "stellar").glob(stellar.HISTORY_GLOB.split("/", 1)[1]))
+    assert chunks and not list((out / "stellar").glob(".*"))  # closed files only
+    steps = [r["_step"] for c in chunks for r in _rows(c)]
+    assert steps == list(range(10))
+    assert all(isinstance(r["_timestamp"], float) for c in chunks for r in _rows(c))
+
+
+def test_use_artifact_records_lineage(repo: Path) -> None:
+    run = stellar.init(project="p", run="consumer")
+    entry = stellar.use_artifact("producer/model-step000003.pt")
+    assert entry == {"artifact_id": "producer/model-step000003.pt", "direction": "input",
+                     "source_artifact_id": "producer/model-step000003.pt", "source_run_id": "producer"}
+    run.finish(sync=False)
+    assert _rows(run.packet / "artifacts.jsonl") == [entry]
+
+
+def test_log_before_init_is_an_error(repo: Path) -> None:
+    stellar._current = None
+    with pytest.raises(RuntimeError, match=r"tau\.stellar\.init\(\) must be called before log\(\)"):
+        stellar.log({"x": 1})
+
+
+def test_lightning_logger_needs_lightning(repo: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("lightning") or importlib.util.find_spec("pytorch_lightning"):
+        logger = stellar.StellarLogger(project="p", run="lt")
+        logger.log_metrics({"loss": 1.0}, step=0)
+        logger.finalize("success")
+        return
+    from tau import TauSDKError
+
+    with pytest.raises(TauSDKError, match=r"StellarLogger needs Lightning"):
+        stellar.StellarLogger(project="p", run="lt")
