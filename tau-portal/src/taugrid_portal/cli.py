@@ -67,9 +67,16 @@ class ExperimentGroup(click.Group):
 
 
 class RootGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), "portal"})
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name == "exp":
             cmd_name = "experiment"
+        if cmd_name == "portal":
+            from taugrid_portal.portal.cli import portal
+
+            return portal
         return super().get_command(ctx, cmd_name)
 
 

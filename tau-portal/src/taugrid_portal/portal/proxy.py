@@ -1,0 +1,147 @@
+"""The passive Ray dashboard proxy and the route policy of the mounted Stellar (reference §4.5, §4.6).
+
+Ray: ``/api/portal/ray/proxy/{namespace}/{cluster}/{path}`` is forwarded only when ``namespace/cluster``
+names a head Service the cache discovered in the request's scope (the SSRF guard), only for GET/HEAD, never
+for the dashboard's mutation, profiling, traceback, JVM, dataset or actor routes, and without the browser's
+cookies.  Stellar: GET/HEAD on the read routes only; everything else fails closed with 403.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from taugrid_portal.portal import boards
+from taugrid_portal.portal.state import BoardError, PortalState
+
+RAY_PREFIX = "/api/portal/ray/proxy/"
+RAY_BLOCKED = re.compile(r"(^|/)(actors?|logical/actors|worker/(traceback|cpu_profile|gpu_profile|memory_profile)|"
+                         r"task/(traceback|cpu_profile)|memory_profile|cpu_profile|traceback|jvm|"
+                         r"api/(actors|data/datasets|v0/(tasks/timeline|actors))|data/datasets)"
+                         r"(/|$)", re.IGNORECASE)
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+DEFAULT_UPSTREAM = "http://{service}.{namespace}.svc:{port}"
+FORWARDED_HEADERS = ("accept", "accept-language", "if-none-match", "if-modified-since")
+
+
+def _json(status: int, body: dict[str, Any]) -> Response:
+    return JSONResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], str] | Response:
+    """The discovered cluster and the path to forward, or the refusal."""
+    raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
+    rest = raw[len(RAY_PREFIX):] if raw.startswith(RAY_PREFIX) else ""
+    parts = rest.split("/", 2)
+    if len(parts) < 3 or not parts[0] or not parts[1]:
+        return _json(400, {"error": "ray proxy path must be /api/portal/ray/proxy/{namespace}/{cluster}/"})
+    ns, cluster, path = parts
+    decoded = unquote(unquote(path))
+    if (not _NAME.match(ns) or not _NAME.match(cluster) or "%" in ns + cluster or ".." in decoded
+            or "\\" in decoded or "//" in decoded or decoded.startswith("/") or "@" in decoded
+            or any(ord(ch) < 32 for ch in decoded)):
+        return _json(400, {"error": "ray proxy path must be /api/portal/ray/proxy/{namespace}/{cluster}/"})
+    if RAY_BLOCKED.search(decoded):
+        return _json(403, {"error": "this Ray dashboard route is blocked by the read-only Portal"})
+    try:
+        scope = state.scope(request.query_params, request.headers)
+        cache = state.require(boards.RAY_KEYS, "ray")
+    except BoardError as exc:
+        return _json(exc.status, exc.body)
+    allowed_ns = scope.namespace
+    found = next((c for c in boards.ray_clusters(cache, allowed_ns) if c["namespace"] == ns
+                  and c["cluster"] == cluster and c["ready"]), None)
+    if found is None:
+        return _json(404, {"error": "unknown Ray cluster: no matching head Service discovered"})
+    return found, path
+
+
+async def ray_proxy(state: PortalState, request: Request, upstream: str) -> Response:
+    import aiohttp
+
+    target = ray_target(state, request)
+    if isinstance(target, Response):
+        return target
+    found, path = target
+    base = upstream.format(service=found["service"], namespace=found["namespace"], port=found["dashboardPort"])
+    url = f"{base}/{path}"
+    if request.url.query:
+        url += "?" + request.url.query
+    headers = {k: v for k, v in request.headers.items() if k in FORWARDED_HEADERS}
+    try:
+        timeout = aiohttp.ClientTimeout(total=15)
+        async with aiohttp.ClientSession(timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()) as session:
+            async with session.request(request.method, url, headers=headers, allow_redirects=False) as resp:
+                body = await resp.read()
+                status, ctype = resp.status, resp.headers.get("Content-Type", "application/octet-stream")
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return _json(502, {"error": "ray dashboard unreachable: the RayCluster may have been deleted"})
+    if 300 <= status < 400:
+        status = 502  # the proxy never follows or relays a redirect
+        body, ctype = b'{"error":"ray dashboard answered with a redirect"}', "application/json"
+    response = Response(body, status_code=status, media_type=ctype.split(";")[0],
+                        headers={"Cache-Control": "no-store"})
+    managed = state.directory is not None
+    value = f"{request.query_params.get('workspace', '')}|{found['namespace']}|{found['cluster']}" if managed \
+        else f"{found['namespace']}/{found['cluster']}"
+    response.set_cookie("ray_target", value, httponly=True, secure=True, samesite="strict", path="/")
+    return response
+
+
+# -- Stellar ------------------------------------------------------------------------------------------------------
+STELLAR_PREFIXES = ("/stellar", "/api/stellar", "/api/v1/stellar", "/api/v2/stellar")
+STELLAR_ALLOWED = frozenset({"/stellar", "/stellar/", "/api/stellar/snapshot", "/api/stellar/series"})
+LEGACY_DENIAL = {"error": "this Stellar route is not available in Portal"}
+
+
+def is_stellar(path: str) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in STELLAR_PREFIXES)
+
+
+class StellarPolicy:
+    """ASGI wrapper of the mounted Stellar app: GET/HEAD on the read routes; deny everything else."""
+
+    def __init__(self, app: Any, state: PortalState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        request = Request(scope)
+        path = scope["path"]
+        if scope["method"] not in ("GET", "HEAD") or path not in STELLAR_ALLOWED:
+            managed = self.state.directory is not None
+            body = {"reason": "this Stellar route is not workspace-scoped in managed Portal mode",
+                    "state": "forbidden"} if managed else LEGACY_DENIAL
+            await _json(403, body)(scope, receive, send)
+            return
+        if self.app is None:
+            await _json(503, {"reason": "experiments unavailable: portal started without an experiment store",
+                              "state": "unavailable"})(scope, receive, send)
+            return
+        ws = request.query_params.get("workspace")
+        try:
+            resolved = self.state.scope({"workspace": ws} if ws else {}, request.headers)
+        except BoardError as exc:
+            await _json(exc.status, exc.body)(scope, receive, send)
+            return
+        if ws is not None and ws != resolved.workspace:
+            await _json(403, {"error": "workspace query conflicts with configured workspace"})(scope, receive, send)
+            return
+
+        async def framed_same_origin(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = []
+                for k, v in message.get("headers", []):
+                    if k.lower() == b"x-frame-options":
+                        v = b"SAMEORIGIN"
+                    elif k.lower() == b"content-security-policy":
+                        v = v.replace(b"frame-ancestors 'none'", b"frame-ancestors 'self'")
+                    headers.append((k, v))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, framed_same_origin)
