@@ -1,0 +1,146 @@
+"""Managed scope (workspace directory + identity headers), the Ray proxy's SSRF guard, and the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tau_core.errors import ConfigError
+from taugrid_portal.portal.directory import load_directory
+
+USER = "X-MS-CLIENT-PRINCIPAL-NAME"
+GROUPS = "X-MS-CLIENT-PRINCIPAL-GROUPS"
+
+
+def directory(tmp: Path, **changes) -> Path:
+    doc = {"localCluster": "local",
+           "endpoints": [{"cluster": "west", "endpoint": "https://portal.west.example", "availability": "available"}],
+           "workspaces": [
+               {"id": "aurora", "name": "Aurora", "cluster": "local", "team": "Vision_Team", "namespace": "aurora",
+                "localQueue": "jobqueue", "source": "local", "default": True,
+                "authorization": {"mode": "workspace-rbac", "users": ["Alice@Example.com"], "groups": ["g-aurora"]}},
+               {"id": "borealis", "cluster": "west", "team": "nlp", "namespace": "borealis", "localQueue": "q",
+                "source": "local", "authorization": {"mode": "workspace-rbac", "users": ["alice@example.com"]}},
+               {"id": "secret", "cluster": "local", "team": "x", "namespace": "secret", "localQueue": "q",
+                "source": "local", "authorization": {"mode": "workspace-rbac", "groups": ["g-secret"]}}]}
+    for key, value in changes.items():
+        path = key.split("__")
+        target = doc
+        for part in path[:-1]:
+            target = target[int(part)] if part.isdigit() else target[part]
+        target[path[-1]] = value
+    p = tmp / "workspaces.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"extra": 1}, "$.extra: unknown field"),
+    ({"localCluster": ""}, "$.localCluster: is required"),
+    ({"workspaces": []}, "needs at least one workspace"),
+    ({"endpoints__0__endpoint": "http://portal.west.example"}, "https:// origin"),
+    ({"endpoints__0__endpoint": "https://u:p@portal.west.example"}, "https:// origin"),
+    ({"endpoints__0__availability": "maybe"}, "availability: must be one of"),
+    ({"workspaces__1__id": "aurora"}, "workspace id is listed twice"),
+    ({"workspaces__1__default": True}, "at most one workspace"),
+    ({"workspaces__0__authorization": {"mode": "workspace-rbac"}}, "needs at least one user or group"),
+    ({"workspaces__0__authorization": {"mode": "open", "users": ["a"]}}, "mode: must be one of"),
+    ({"workspaces__0__experimentsUrl": "https://exp.example"}, "requires source kusto"),
+    ({"workspaces__0__namespace": ""}, "namespace: is required"),
+    ({"workspaces__0__surprise": 1}, "surprise: unknown field"),
+])
+def test_directory_is_strict(tmp_path: Path, change: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_directory(directory(tmp_path, **change))
+    assert message in err.value.message
+
+
+def test_directory_normalises_principals_and_teams(tmp_path: Path) -> None:
+    d = load_directory(directory(tmp_path))
+    aurora = d.workspaces[0]
+    assert aurora.users == {"alice@example.com"} and aurora.team == "vision-team"
+
+
+@pytest.fixture
+def managed(populated, portal_factory, tmp_path: Path):
+    return portal_factory(populated.cluster, workspace_directory=directory(tmp_path),
+                          directory=load_directory(directory(tmp_path)))
+
+
+def test_identity_headers_limits_and_authorization(managed) -> None:
+    r = managed.get("/api/portal/runs")
+    assert r.status_code == 401 and r.json()["reason"] == "authenticated viewer identity is required"
+    r = managed.get("/api/portal/runs", headers={USER: "a" * 1025})
+    assert r.status_code == 431
+    r = managed.get("/api/portal/runs", headers={USER: "bob", GROUPS: ",".join(f"g{i}" for i in range(300))})
+    assert r.status_code == 431 and "exceed supported limits" in r.json()["reason"]
+    alice = {USER: "alice@example.com"}
+    doc = managed.wait("/api/portal/runs", lambda r: r.status_code == 200, headers=alice).json()
+    assert doc["scope"]["workspace"] == "aurora" and doc["scope"]["managed"] is True
+    assert {r["namespace"] for r in doc["runs"]} == {"aurora"}
+    ws = managed.get("/api/portal/workspaces", headers=alice).json()
+    assert [w["workspace"] for w in ws["workspaces"]] == ["borealis", "aurora"] or \
+        sorted(w["workspace"] for w in ws["workspaces"]) == ["aurora", "borealis"]
+    assert managed.get("/api/portal/runs", headers=alice, params={"workspace": "secret"}).status_code == 403
+    assert managed.get("/api/portal/runs", headers=alice, params={"workspace": "ghost"}).status_code == 404
+    ok = managed.get("/api/portal/runs", headers={USER: "carol", GROUPS: "g-other;G-SECRET"})
+    assert ok.status_code == 200 and ok.json()["scope"]["workspace"] == "secret"
+
+
+@pytest.mark.parametrize("param", ["namespace", "cluster", "team", "queue"])
+def test_query_parameters_cannot_escape_the_resolved_scope(managed, param: str) -> None:
+    r = managed.get("/api/portal/runs", headers={USER: "alice@example.com"}, params={param: "kube-system"})
+    assert r.status_code == 400 and r.json()["error"] == f"{param} query conflicts with resolved workspace scope"
+    d = managed.get("/api/portal/runs/kube-system/x", headers={USER: "alice@example.com"})
+    assert d.status_code in (400, 403)
+
+
+def test_a_workspace_served_elsewhere_redirects_only_to_its_https_portal(managed) -> None:
+    r = managed.get("/api/portal/runs", headers={USER: "alice@example.com"},
+                    params={"workspace": "borealis", "cluster": "west", "namespace": "borealis"})
+    doc = r.json()
+    assert r.status_code == 200 and doc["state"] == "redirect"
+    assert doc["redirectUrl"].startswith("https://portal.west.example/api/portal/runs?")
+    assert "namespace=" not in doc["redirectUrl"] and "workspace=borealis" in doc["redirectUrl"]
+
+
+def test_ray_proxy_ssrf_guard(populated, portal) -> None:
+    portal.wait("/api/portal/ray", lambda r: r.status_code == 200)
+    cases = {
+        "/api/portal/ray/proxy/aurora/unknown/": 404,
+        "/api/portal/ray/proxy/kube-system/ray-1/": 404,
+        "/api/portal/ray/proxy/aurora/": 400,
+        "/api/portal/ray/proxy/aurora/x/%2e%2e/%2e%2e/etc/passwd": 400,
+        "/api/portal/ray/proxy/aurora/x/%252e%252e/admin": 400,
+        "/api/portal/ray/proxy/aurora/x//evil.example/": 400,
+        "/api/portal/ray/proxy/169.254.169.254/latest/meta-data": 404,
+        "/api/portal/ray/proxy/aurora/x/api/actors/kill": 403,
+        "/api/portal/ray/proxy/aurora/x/worker/traceback": 403,
+    }
+    for path, status in cases.items():
+        r = portal.client.get(path)
+        assert r.status_code == status, (path, r.status_code, r.text)
+        assert "set-cookie" not in r.headers
+
+
+def test_cli_refuses_invalid_combinations(tmp_path: Path, capsys) -> None:
+    from tau_core.cli import run
+    from taugrid_portal.cli import cli
+
+    cases = [
+        (["--jobs-scope-mode", "operator"], "needs at least one --jobs-operator-scope"),
+        (["--jobs-operator-scope", "a=b/c"], "only accepted with --jobs-scope-mode operator"),
+        (["--jobs-scope-mode", "operator", "--jobs-operator-scope", "bad"], "must look like team=namespace/localQueue"),
+        (["--jobs-scope-mode", "workspace"], "needs --workspace-directory"),
+        (["--addr", "localhost"], "must be HOST:PORT"),
+        (["--in-cluster", "--context", "x"], "--in-cluster cannot be combined"),
+        (["--source", "kusto"], "needs --kusto-query-command or --kusto-endpoint"),
+        (["--store", str(tmp_path / "none")], "no such directory"),
+        (["--workspace-directory", str(directory(tmp_path, extra=1)), "--no-kubernetes"], "unknown field"),
+    ]
+    for args, message in cases:
+        code = run(cli, ["portal", "serve", *args], prog_name="taugrid-portal")
+        err = capsys.readouterr().err
+        assert code in (1, 2) and message in err and "Traceback" not in err, (args, err)
