@@ -110,9 +110,13 @@ def make_routes(state: PortalState) -> list[Any]:
             return Response("not found", status_code=404, media_type="text/plain")
         return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)
+
     methods = ["GET", "HEAD"]
     return [
         Route("/", root, methods=methods),
+        Route("/favicon.ico", favicon, methods=methods),
         Route("/portal", guarded("overview.html", overview), methods=methods),
         Route("/portal/", guarded("overview.html", overview), methods=methods),
         Route("/portal/runs", guarded("runs.html", runs_page), methods=methods),
