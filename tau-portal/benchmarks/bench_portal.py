@@ -101,8 +101,9 @@ def main() -> int:
     kubeconfig = cluster.write_kubeconfig(tmp / "kubeconfig")
     port = free_port()
     entry = "from taugrid_portal.cli import main; main()"
-    proc = subprocess.Popen([sys.executable, "-c", entry, "portal", "serve", "--addr", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig), "--refresh", "0"],
-                            stderr=subprocess.DEVNULL)
+    argv = [sys.executable, "-c", entry, "portal", "serve", "--addr", f"127.0.0.1:{port}",
+            "--kubeconfig", str(kubeconfig), "--refresh", "0"]
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
