@@ -51,6 +51,39 @@ def make_routes(state: PortalState) -> list[Any]:
             return render(request, template, unavailable="", **context)
         return endpoint
 
+    build = _builders(state)
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse("/portal", status_code=302)
+
+    async def static_file(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in static:
+            return Response("not found", status_code=404, media_type="text/plain")
+        return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)
+
+    methods = ["GET", "HEAD"]
+    return [
+        Route("/", root, methods=methods),
+        Route("/favicon.ico", favicon, methods=methods),
+        Route("/portal", guarded("overview.html", build["overview"]), methods=methods),
+        Route("/portal/", guarded("overview.html", build["overview"]), methods=methods),
+        Route("/portal/runs", guarded("runs.html", build["runs_page"]), methods=methods),
+        Route("/portal/runs/{namespace}/{name}", guarded("run.html", build["run_page"]), methods=methods),
+        Route("/portal/jobs", guarded("jobs.html", build["jobs_page"]), methods=methods),
+        Route("/portal/nodes", guarded("nodes.html", build["nodes_page"]), methods=methods),
+        Route("/portal/ray", guarded("ray.html", build["ray_page"]), methods=methods),
+        Route("/portal/experiments", guarded("experiments.html", build["experiments_page"]), methods=methods),
+        Route("/portal/static/{name}", static_file, methods=methods),
+    ]
+
+
+def _builders(state: PortalState) -> dict[str, Any]:
+    """The context builders of the pages (each raises :class:`BoardError` when its board is unavailable)."""
+
     def scope_of(request: Request) -> Any:
         return state.scope(request.query_params, request.headers, allow_override=("namespace",))
 
@@ -101,29 +134,5 @@ def make_routes(state: PortalState) -> list[Any]:
             doc = search_experiments(store, limit=1000)
         return {"data": doc, "workspace": scope.workspace}
 
-    async def root(request: Request) -> Response:
-        return RedirectResponse("/portal", status_code=302)
-
-    async def static_file(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in static:
-            return Response("not found", status_code=404, media_type="text/plain")
-        return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
-
-    async def favicon(request: Request) -> Response:
-        return Response(status_code=204)
-
-    methods = ["GET", "HEAD"]
-    return [
-        Route("/", root, methods=methods),
-        Route("/favicon.ico", favicon, methods=methods),
-        Route("/portal", guarded("overview.html", overview), methods=methods),
-        Route("/portal/", guarded("overview.html", overview), methods=methods),
-        Route("/portal/runs", guarded("runs.html", runs_page), methods=methods),
-        Route("/portal/runs/{namespace}/{name}", guarded("run.html", run_page), methods=methods),
-        Route("/portal/jobs", guarded("jobs.html", jobs_page), methods=methods),
-        Route("/portal/nodes", guarded("nodes.html", nodes_page), methods=methods),
-        Route("/portal/ray", guarded("ray.html", ray_page), methods=methods),
-        Route("/portal/experiments", guarded("experiments.html", experiments_page), methods=methods),
-        Route("/portal/static/{name}", static_file, methods=methods),
-    ]
+    return {"overview": overview, "runs_page": runs_page, "run_page": run_page, "nodes_page": nodes_page,
+            "ray_page": ray_page, "jobs_page": jobs_page, "experiments_page": experiments_page}
