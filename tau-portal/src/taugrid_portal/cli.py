@@ -45,7 +45,13 @@ class ExperimentGroup(click.Group):
         command = getattr(module, name, None)
         if command is None:
             command = getattr(module, f"{name}_command", None)
-        return command if isinstance(command, click.Command) else None
+        if not isinstance(command, click.Command):
+            return None
+        if name in ("serve", "open"):
+            from taugrid_portal.serve_flags import with_reference_flags
+
+            return with_reference_flags(command)
+        return command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         names = set(super().list_commands(ctx))
