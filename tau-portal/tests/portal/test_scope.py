@@ -49,6 +49,7 @@ def directory(tmp: Path, **changes) -> Path:
     ({"workspaces__0__authorization": {"mode": "open", "users": ["a"]}}, "mode: must be one of"),
     ({"workspaces__0__experimentsUrl": "https://exp.example"}, "requires source kusto"),
     ({"workspaces__0__namespace": ""}, "namespace: is required"),
+    ({"workspaces__0__id": "a|b; Secure"}, "a DNS label"),
     ({"workspaces__0__surprise": 1}, "surprise: unknown field"),
 ])
 def test_directory_is_strict(tmp_path: Path, change: dict, message: str) -> None:
@@ -144,3 +145,67 @@ def test_cli_refuses_invalid_combinations(tmp_path: Path, capsys) -> None:
         code = run(cli, ["portal", "serve", *args], prog_name="taugrid-portal")
         err = capsys.readouterr().err
         assert code in (1, 2) and message in err and "Traceback" not in err, (args, err)
+
+
+def test_ray_proxy_forwards_reads_to_a_discovered_head_only(taugrid_cluster, portal_factory) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tau_core import keys
+    from tau_testing.sim.scripts import PodScript, ScriptBook
+
+    seen: list[dict[str, str]] = []
+
+    class Dashboard(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+            if self.path.startswith("/redirect"):
+                self.send_response(302)
+                self.send_header("Location", "http://169.254.169.254/")
+                self.end_headers()
+                return
+            body = b"<html>ray dashboard</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Set-Cookie", "upstream=1")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Dashboard)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    cluster = taugrid_cluster.cluster
+    cluster.scripts = cluster.scripts or ScriptBook()
+    cluster.scripts.add("ray-live", PodScript(run_seconds=None), kind="RayJob")
+    cluster.store.create({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                          "metadata": {"name": "ray-live", "namespace": "aurora",
+                                       "labels": {keys.MANAGED_BY: keys.MANAGED_BY_VALUE,
+                                                  keys.KUEUE_QUEUE_NAME: "jobqueue"}},
+                          "spec": {"entrypoint": "python serve.py", "suspend": True, "rayClusterSpec": {
+                              "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                                  {"name": "head", "image": "rayproject/ray:2.9",
+                                   "resources": {"requests": {"cpu": "1"}}}]}}}, "workerGroupSpecs": []}}})
+    cluster.settle()
+    cluster.advance(5)
+    cluster.settle()
+    port = upstream.server_address[1]
+    portal = portal_factory(cluster, namespace="aurora", ray_upstream=f"http://127.0.0.1:{port}")
+    try:
+        board = portal.wait("/api/portal/ray", lambda r: r.status_code == 200 and r.json()["clusters"]
+                            and r.json()["clusters"][0]["ready"], timeout=30).json()
+        found = board["clusters"][0]
+        r = portal.client.get(found["proxyPath"] + "api/cluster_status?x=1", headers={"Cookie": "session=secret"})
+        assert r.status_code == 200 and r.text == "<html>ray dashboard</html>"
+        cookie = r.headers["set-cookie"]
+        assert cookie.startswith(f"ray_target={found['namespace']}/{found['cluster']};")
+        assert "HttpOnly" in cookie and "Secure" in cookie and "SameSite=Strict" in cookie
+        assert "upstream=1" not in r.headers.get_list("set-cookie")
+        assert seen[-1]["path"] == "/api/cluster_status?x=1" and "cookie" not in seen[-1]
+        assert portal.client.get(found["proxyPath"] + "redirect").status_code == 502
+        assert portal.client.post(found["proxyPath"] + "api/jobs/").status_code == 405
+        assert len([s for s in seen if s["path"].startswith("/api/jobs")]) == 0
+    finally:
+        upstream.shutdown()

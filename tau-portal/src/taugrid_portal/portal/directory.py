@@ -8,6 +8,7 @@ JSON path of the offending field.  A :class:`Scope` is what one request may see.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ _WORKSPACE = {"id", "name", "cluster", "team", "namespace", "localQueue", "resul
               "experimentsBackend", "default", "authorization"}
 _BACKEND = {"url", "bearerTokenFile"}
 _AUTH = {"mode", "users", "groups"}
+_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @attrs.frozen
@@ -145,6 +147,8 @@ def _endpoint(r: _Reader, raw: Any, where: str, local: str) -> Endpoint:
 def _workspace(r: _Reader, raw: Any, where: str, local: str) -> Workspace:
     data = r.obj(raw, where, _WORKSPACE)
     ws_id = r.text(data, "id", where, required=True)
+    if not _ID.match(ws_id):
+        raise r.fail(f"{where}.id", "must be lowercase letters, digits and '-' (a DNS label)")
     cluster = r.text(data, "cluster", where, required=True)
     namespace = r.text(data, "namespace", where, required=True)
     source = r.text(data, "source", where, required=True)

@@ -57,7 +57,7 @@ def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], st
                   and c["cluster"] == cluster and c["ready"]), None)
     if found is None:
         return _json(404, {"error": "unknown Ray cluster: no matching head Service discovered"})
-    return found, path
+    return {**found, "workspace": scope.workspace}, path
 
 
 async def ray_proxy(state: PortalState, request: Request, upstream: str) -> Response:
@@ -86,9 +86,10 @@ async def ray_proxy(state: PortalState, request: Request, upstream: str) -> Resp
     response = Response(body, status_code=status, media_type=ctype.split(";")[0],
                         headers={"Cache-Control": "no-store"})
     managed = state.directory is not None
-    value = f"{request.query_params.get('workspace', '')}|{found['namespace']}|{found['cluster']}" if managed \
+    value = f"{found['workspace']}|{found['namespace']}|{found['cluster']}" if managed \
         else f"{found['namespace']}/{found['cluster']}"
-    response.set_cookie("ray_target", value, httponly=True, secure=True, samesite="strict", path="/")
+    # every part is a validated DNS-style name, so the value needs no quoting
+    response.headers.append("set-cookie", f"ray_target={value}; HttpOnly; Path=/; SameSite=Strict; Secure")
     return response
 
 
