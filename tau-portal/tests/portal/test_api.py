@@ -129,3 +129,26 @@ def _new_job() -> dict:
                          "labels": {keys.MANAGED_BY: keys.MANAGED_BY_VALUE}},
             "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
                 {"name": "m", "image": "i"}]}}}}
+
+
+def test_a_failing_board_answers_502_and_others_keep_working(populated, portal, monkeypatch) -> None:
+    from taugrid_portal.portal import boards
+
+    portal.wait("/api/portal/nodes", ready)
+
+    def broken(cache, scope):
+        raise KeyError("status")
+
+    monkeypatch.setattr(boards, "nodes_board", broken)
+    populated.cluster.store.create(_new_job())  # a new cache generation: the board is computed again
+    r = portal.wait("/api/portal/nodes", lambda r: r.status_code == 502)
+    assert r.json() == {"error": "nodes board failed; see the Portal log"}
+    assert portal.get("/api/portal/runs").status_code == 200
+
+
+def test_empty_board_is_200_no_data_and_responses_are_gzipped(taugrid_cluster, portal) -> None:
+    r = portal.wait("/api/portal/runs", ready)
+    assert r.json()["state"] == "no_data" and r.json()["runs"] == []
+    assert r.headers["content-encoding"] == "gzip"
+    plain = portal.get("/api/portal/runs", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.json() == r.json()

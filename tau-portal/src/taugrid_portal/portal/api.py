@@ -6,7 +6,6 @@ with ``state: no_data`` when a board is empty.  Responses are memoised per cache
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -25,13 +24,6 @@ def error_response(exc: BoardError) -> Response:
     return JSONResponse(exc.body, status_code=exc.status, headers=NO_STORE)
 
 
-def _join(payload: bytes, extra: dict[str, Any]) -> bytes:
-    tail = json.dumps(extra, separators=(",", ":")).encode()
-    if payload == b"{}":
-        return tail
-    return payload[:-1] + b"," + tail[1:]
-
-
 def respond(state: PortalState, request: Request, board: str, keys: tuple[str, ...],
             build: Callable[[Any], dict[str, Any]], empty: Callable[[dict[str, Any]], bool],
             *, allow_override: tuple[str, ...] = ("namespace",)) -> Response:
@@ -44,29 +36,24 @@ def respond(state: PortalState, request: Request, board: str, keys: tuple[str, .
             return JSONResponse(body, headers=NO_STORE)
         cache = state.require(keys, board)
         key = (board, scope, tuple(sorted(request.query_params.items())))
-        try:
-            holder: dict[str, bool] = {}
 
-            def compute() -> dict[str, Any]:
+        def compute() -> dict[str, Any]:
+            try:
                 doc = build(scope)
-                holder["empty"] = empty(doc)
-                return doc
+            except BoardError:
+                raise
+            except Exception as exc:  # the board failed: 502, the details in the server log only
+                print(f"portal: {board} board failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                raise BoardError(502, {"error": f"{board} board failed; see the Portal log"}) from None
+            return scoped(doc, scope, cache, keys, empty(doc))
 
-            payload = state.memo(key, compute)
-            is_empty = holder["empty"] if holder else payload_is_empty(payload, empty)
-        except BoardError:
-            raise
-        except Exception as exc:  # the board failed: 502, the details in the server log only
-            print(f"portal: {board} board failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            raise BoardError(502, {"error": f"{board} board failed; see the Portal log"}) from None
-        extra = scoped({}, scope, cache, keys, is_empty)
-        return Response(_join(payload, extra), media_type="application/json", headers=NO_STORE)
+        body, packed = state.memo(key, compute)
+        headers = {**NO_STORE, "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(packed, media_type="application/json", headers={**headers, "Content-Encoding": "gzip"})
+        return Response(body, media_type="application/json", headers=headers)
     except BoardError as exc:
         return error_response(exc)
-
-
-def payload_is_empty(payload: bytes, empty: Callable[[dict[str, Any]], bool]) -> bool:
-    return empty(json.loads(payload))
 
 
 def make_routes(state: PortalState) -> list[Any]:
@@ -183,14 +170,15 @@ def overview_response(state: PortalState, request: Request) -> Response:
 NO_KUBE_TEXT = "portal started without Kubernetes access"
 
 
-def jobs_response(state: PortalState, request: Request) -> Response:
+def jobs_builder(state: PortalState, request: Request) -> Callable[[Any], dict[str, Any]]:
+    """The Jobs board for one request, after the scope-mode checks (:class:`BoardError` when refused)."""
     config = state.config
     if config.jobs_scope_mode == "disabled":
-        return error_response(unavailable(JOBS_DISABLED))
+        raise unavailable(JOBS_DISABLED)
     if config.jobs_scope_mode == "operator":
         for key in ("namespace", "queue"):
             if key in request.query_params:
-                return error_response(BoardError(400, {"error": f"{key} query is not allowed in operator Jobs mode"}))
+                raise BoardError(400, {"error": f"{key} query is not allowed in operator Jobs mode"})
     filters = {"team": request.query_params.get("team", ""), "lane": request.query_params.get("lane", ""),
                "gpuClass": request.query_params.get("gpu-class", "")}
 
@@ -199,8 +187,16 @@ def jobs_response(state: PortalState, request: Request) -> Response:
             allowed = boards.operator_triples(config.operator_scopes)
         else:
             allowed = [(scope.team, scope.namespace, scope.local_queue)]
-        return boards.jobs_board(state.cache, allowed, filters)
+        return boards.jobs_board(state.require(boards.JOB_KEYS, "jobs"), allowed, filters)
 
+    return build
+
+
+def jobs_response(state: PortalState, request: Request) -> Response:
+    try:
+        build = jobs_builder(state, request)
+    except BoardError as exc:
+        return error_response(exc)
     return respond(state, request, "jobs", boards.JOB_KEYS, build, lambda d: not d["workloads"],
                    allow_override=())
 

@@ -93,17 +93,17 @@ class WatchCache:
         return all(self.informers[k].synced and self.informers[k].connected for k in keys)
 
     def health(self, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
-        """The staleness report every response carries."""
+        """The staleness report every response carries (a function of :attr:`generation`, so it can be memoised).
+
+        ``syncedAt`` is the oldest of the informers' latest confirmations (a list, an event or a cleanly ended
+        watch); ``fresh`` is false while any of them is disconnected or has never listed."""
         chosen = [self.informers[k] for k in (keys or tuple(self.informers))]
-        now = time.monotonic()
         synced = [i for i in chosen if i.synced]
-        oldest = min((i.last_sync for i in synced), default=0.0)
         stale = [i.kind.key for i in chosen if not (i.synced and i.connected)]
         return {
             "fresh": not stale,
             "stale": stale,
             "syncedAt": min((i.last_sync_at for i in synced), default=""),
-            "ageSeconds": round(now - oldest, 3) if synced else None,
             "generation": self.generation,
             "errors": {i.kind.key: i.error for i in chosen if i.error},
         }

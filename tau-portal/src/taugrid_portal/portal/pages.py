@@ -7,7 +7,6 @@ refreshes the Runs and run-detail pages from the API.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from taugrid_portal.portal import boards, runs
-from taugrid_portal.portal.api import board_list, jobs_response
+from taugrid_portal.portal.api import board_list, jobs_builder
 from taugrid_portal.portal.state import BoardError, PortalState
 
 HERE = Path(__file__).parent
@@ -117,11 +116,8 @@ def _builders(state: PortalState) -> dict[str, Any]:
         return {"data": {"clusters": boards.ray_clusters(state.require(boards.RAY_KEYS, "ray"), scope.namespace)}}
 
     async def jobs_page(request: Request) -> dict[str, Any]:
-        response = jobs_response(state, request)
-        body = json.loads(bytes(response.body))
-        if response.status_code != 200:
-            raise BoardError(response.status_code, body)
-        return {"data": body}
+        build = jobs_builder(state, request)
+        return {"data": build(state.scope(request.query_params, request.headers))}
 
     async def experiments_page(request: Request) -> dict[str, Any]:
         scope = scope_of(request)

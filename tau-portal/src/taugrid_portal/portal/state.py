@@ -35,7 +35,7 @@ class PortalState:
         self.config = config
         self.directory = directory
         self.cache = cache
-        self._memo: dict[tuple[Any, ...], tuple[int, bytes]] = {}
+        self._memo: dict[tuple[Any, ...], tuple[int, bytes, bytes]] = {}
 
     def scope(self, query: Mapping[str, str], headers: Mapping[str, str], *,
               allow_override: tuple[str, ...] = ()) -> Scope:
@@ -55,17 +55,20 @@ class PortalState:
             raise unavailable(reason, cache=health)
         return self.cache
 
-    def memo(self, key: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> bytes:
-        """The JSON bytes of ``build()``, recomputed only when the cache changed since the last call."""
+    def memo(self, key: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> tuple[bytes, bytes]:
+        """The JSON bytes of ``build()`` and their gzip form, recomputed only when the cache changed."""
+        import gzip
+
         generation = self.cache.generation if self.cache is not None else -1
         hit = self._memo.get(key)
         if hit is not None and hit[0] == generation:
-            return hit[1]
+            return hit[1], hit[2]
         body = json.dumps(build(), separators=(",", ":")).encode()
+        packed = gzip.compress(body, compresslevel=5, mtime=0)
         if len(self._memo) > 256:
             self._memo.clear()
-        self._memo[key] = (generation, body)
-        return body
+        self._memo[key] = (generation, body, packed)
+        return body, packed
 
 
 def scoped(payload: dict[str, Any], scope: Scope, cache: WatchCache | None, keys: tuple[str, ...],
