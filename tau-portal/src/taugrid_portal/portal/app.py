@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,10 +37,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
 
+        started = time.perf_counter()
+
         async def with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
                 names = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+                took = (time.perf_counter() - started) * 1000
+                extra.append((b"server-timing", f"app;dur={took:.2f}".encode()))
                 message = {**message, "headers": list(message.get("headers", [])) + extra}
             await send(message)
 
