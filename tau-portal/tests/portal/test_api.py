@@ -152,3 +152,30 @@ def test_empty_board_is_200_no_data_and_responses_are_gzipped(taugrid_cluster, p
     assert r.headers["content-encoding"] == "gzip"
     plain = portal.get("/api/portal/runs", headers={"Accept-Encoding": "identity"})
     assert "content-encoding" not in plain.headers and plain.json() == r.json()
+
+
+def test_mounted_stellar_route_policy(taugrid_cluster, portal_factory, tmp_path) -> None:
+    from taugrid_portal.store import ExperimentStore
+    from taugrid_portal.store.writes import init_experiment, record_run
+
+    root = tmp_path / "store"
+    s, _ = ExperimentStore.init(root, project="demo")
+    with s:
+        init_experiment(s, "exp", project="demo")
+        record_run(s, "run-1", experiment="exp", metrics={"loss": 0.5}, step=1)
+    portal = portal_factory(taugrid_cluster.cluster, store=root)
+    ok = portal.get("/api/stellar/snapshot", params={"target": "exp"})
+    assert ok.status_code == 200 and ok.json()["target"] == "exp"
+    assert ok.headers["x-frame-options"] == "SAMEORIGIN"
+    assert "frame-ancestors 'self'" in ok.headers["content-security-policy"]
+    page = portal.get("/stellar", params={"target": "exp", "workspace": "default"})
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    denied = {"/api/stellar/status": "GET", "/api/v2/stellar/experiments": "POST", "/api/stellar/artifact": "GET",
+              "/api/stellar/artifact/bundle/x": "GET", "/api/v1/stellar/anything": "GET", "/stellar/assets/app.js": "GET",
+              "/api/stellar/snapshot": "DELETE"}
+    for path, method in denied.items():
+        r = portal.client.request(method, path, params={"target": "run-1"})
+        assert r.status_code == 403, (method, path, r.status_code)
+        assert r.json() == {"error": "this Stellar route is not available in Portal"}
+    other = portal.get("/api/stellar/snapshot", params={"target": "exp", "workspace": "elsewhere"})
+    assert other.status_code in (400, 403) and "workspace" in other.json()["error"]
