@@ -209,3 +209,55 @@ def test_ray_proxy_forwards_reads_to_a_discovered_head_only(taugrid_cluster, por
         assert len([s for s in seen if s["path"].startswith("/api/jobs")]) == 0
     finally:
         upstream.shutdown()
+
+
+def test_kueueviz_board_proxy_cookie_and_origin_rules(taugrid_cluster, portal_factory) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from taugrid_portal.portal.config import KueueVizConfig
+
+    seen: list[dict[str, str]] = []
+
+    class KueueViz(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+            html = self.path == "/"
+            body = b'<html><script src="/assets/index.js"></script></html>' if html else b'{"ok":true}'
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html" if html else "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), KueueViz)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    cluster = taugrid_cluster.cluster
+    off = portal_factory(cluster)
+    r = off.get("/api/portal/kueueviz/")
+    assert r.status_code == 503 and "--kueueviz" in r.json()["reason"]
+    port = upstream.server_address[1]
+    portal = portal_factory(cluster, kueueviz=KueueVizConfig(),
+                            kueueviz_upstream=f"http://127.0.0.1:{port}")
+    try:
+        env = portal.get("/api/portal/kueueviz/env.js")
+        assert env.headers["cache-control"] == "no-store"
+        assert f'"VITE_WEBSOCKET_URL": "ws://127.0.0.1:{portal.url.rsplit(":", 1)[1]}/api/portal/kueueviz"' in env.text
+        assert portal.get("/api/portal/kueueviz/env.js", headers={"Host": 'x"</script>'}).status_code == 400
+        assert portal.client.get("/assets/index.js").status_code == 400
+        page = portal.get("/api/portal/kueueviz/", headers={"Cookie": "session=secret"})
+        assert page.status_code == 200 and 'src="/api/portal/kueueviz/assets/index.js"' in page.text
+        assert page.headers["set-cookie"] == "kueueviz_target=1; HttpOnly; Path=/; SameSite=Strict"
+        assert "cookie" not in seen[-1] and "origin" not in seen[-1]
+        ws = portal.get("/api/portal/kueueviz/ws/cluster-queues")
+        assert ws.status_code == 200 and seen[-1]["origin"] == "http://portal.kueueviz.local"
+        assert portal.client.get("/assets/index.js", headers={"Cookie": "kueueviz_target=1"}).status_code == 200
+        assert seen[-1]["path"] == "/assets/index.js"
+        assert portal.get("/api/portal/kueueviz/%2e%2e/secret").status_code == 400
+    finally:
+        upstream.shutdown()
+    gone = portal_factory(cluster, kueueviz=KueueVizConfig(), kueueviz_upstream=f"http://127.0.0.1:{port}")
+    assert gone.get("/api/portal/kueueviz/").status_code == 502

@@ -108,9 +108,6 @@ def make_routes(state: PortalState) -> list[Any]:
         names = {"cluster": "cluster", "cost": "cost", "nodeutil": "node utilization"}
         return error_response(unavailable(f"{names[board]} board unavailable: {NO_KUSTO}"))
 
-    async def kueueviz(request: Request) -> Response:
-        return error_response(unavailable("kueue (live) board unavailable: portal started without --kueueviz"))
-
     methods = ["GET", "HEAD"]
     return [
         Route("/healthz", healthz, methods=methods),
@@ -124,8 +121,6 @@ def make_routes(state: PortalState) -> list[Any]:
         Route("/api/portal/cluster", kusto_board, methods=methods),
         Route("/api/portal/cost", kusto_board, methods=methods),
         Route("/api/portal/nodeutil", kusto_board, methods=methods),
-        Route("/api/portal/kueueviz", kueueviz, methods=methods),
-        Route("/api/portal/kueueviz/{rest:path}", kueueviz, methods=methods),
     ]
 
 

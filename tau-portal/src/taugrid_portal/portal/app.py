@@ -62,13 +62,14 @@ class Guard:
 
 
 def create_app(config: PortalConfig, *, directory: Directory | None = None, cache: WatchCache | None = None,
-               ray_upstream: str = DEFAULT_UPSTREAM, start_cache: bool = True) -> Any:
+               ray_upstream: str = DEFAULT_UPSTREAM, kueueviz_upstream: str | None = None,
+               start_cache: bool = True) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    from taugrid_portal.portal import api, pages
+    from taugrid_portal.portal import api, kueueviz, pages
 
     if cache is None and config.kube_enabled:
         cache = WatchCache(lambda: connect_session(config.kubeconfig or None, config.context, config.in_cluster),
@@ -110,6 +111,7 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
 
     routes = [
         *api.make_routes(state),
+        *kueueviz.make_routes(config.kueueviz, kueueviz_upstream or kueueviz.DEFAULT_UPSTREAM),
         Route(RAY_PREFIX + "{rest:path}", ray, methods=list(READ_METHODS)),
         *pages.make_routes(state),
     ]

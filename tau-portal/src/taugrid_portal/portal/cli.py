@@ -65,13 +65,17 @@ Examples:
 @click.option("--kusto-query-command", metavar="CMD", help="Command that answers Kusto queries (history boards).")
 @click.option("--kusto-endpoint", metavar="URL", help="Kusto cluster URL.")
 @click.option("--kueueviz", is_flag=True, help="Proxy the KueueViz board under /api/portal/kueueviz/.")
+@click.option("--kueueviz-namespace", default="kueue-system", show_default=True)
+@click.option("--kueueviz-backend-service", default="kueue-kueueviz-backend", show_default=True)
+@click.option("--kueueviz-frontend-service", default="kueue-kueueviz-frontend", show_default=True)
 @click.option("--refresh", type=click.FloatRange(0, 3600), default=5.0, show_default=True,
               help="Seconds between the pages' automatic refreshes (0: off).")
 def serve(addr: str, kubeconfig: str | None, context: str | None, in_cluster: bool, no_kubernetes: bool,
           namespace: str | None, workspace: str, cluster_name: str, jobs_scope_mode: str,
           operator_scopes: tuple[str, ...], workspace_directory: str | None, workspace_user_header: str,
           workspace_groups_header: str, store: str | None, source: str, kusto_query_command: str | None,
-          kusto_endpoint: str | None, kueueviz: bool, refresh: float) -> None:
+          kusto_endpoint: str | None, kueueviz: bool, kueueviz_namespace: str, kueueviz_backend_service: str,
+          kueueviz_frontend_service: str, refresh: float) -> None:
     """Serve the Portal (read-only) until interrupted."""
     host, port = parse_addr(addr)
     check_kube(kubeconfig, context, in_cluster)
@@ -88,13 +92,14 @@ def serve(addr: str, kubeconfig: str | None, context: str | None, in_cluster: bo
 
         directory = load_directory(directory_path, require_queue=jobs_scope_mode == "workspace")
     use_kube = not no_kubernetes
+    viz = KueueVizConfig(kueueviz_namespace, kueueviz_backend_service, kueueviz_frontend_service) if kueueviz else None
     config = PortalConfig(
         host=host, port=port, kubeconfig=kubeconfig or ("" if use_kube and not in_cluster else None),
         context=context, in_cluster=in_cluster, namespace=namespace or None, workspace=workspace,
         cluster=cluster_name, jobs_scope_mode=jobs_scope_mode, operator_scopes=scopes,
         workspace_directory=directory_path, user_header=workspace_user_header,
         groups_header=workspace_groups_header, store=store_path, source=source,
-        kusto_query_command=kusto_query_command, kueueviz=KueueVizConfig() if kueueviz else None,
+        kusto_query_command=kusto_query_command, kueueviz=viz,
         refresh_seconds=refresh)
     run(config, directory)
 

@@ -61,6 +61,9 @@ def make_routes(state: PortalState) -> list[Any]:
             return Response("not found", status_code=404, media_type="text/plain")
         return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
+    async def kueueviz_board(request: Request) -> Response:
+        return RedirectResponse("/api/portal/kueueviz/", status_code=302)
+
     async def favicon(request: Request) -> Response:
         return Response(status_code=204)
 
@@ -77,6 +80,7 @@ def make_routes(state: PortalState) -> list[Any]:
         Route("/portal/ray", guarded("ray.html", build["ray_page"]), methods=methods),
         Route("/portal/experiments", guarded("experiments.html", build["experiments_page"]), methods=methods),
         Route("/portal/static/{name}", static_file, methods=methods),
+        *([Route("/portal/kueueviz", kueueviz_board, methods=methods)] if state.config.kueueviz else []),
     ]
 
 
