@@ -164,7 +164,8 @@ def test_ray_proxy_forwards_reads_to_a_discovered_head_only(taugrid_cluster, por
                 self.send_header("Location", "http://169.254.169.254/")
                 self.end_headers()
                 return
-            body = b"<html>ray dashboard</html>"
+            body = b'<html><script src="/static/main.js"></script></html>' if "cluster_status" in self.path \
+                else b"asset"
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.send_header("Set-Cookie", "upstream=1")
@@ -198,13 +199,26 @@ def test_ray_proxy_forwards_reads_to_a_discovered_head_only(taugrid_cluster, por
                             and r.json()["clusters"][0]["ready"], timeout=30).json()
         found = board["clusters"][0]
         r = portal.client.get(found["proxyPath"] + "api/cluster_status?x=1", headers={"Cookie": "session=secret"})
-        assert r.status_code == 200 and r.text == "<html>ray dashboard</html>"
+        assert r.status_code == 200
+        assert r.text == f'<html><script src="{found["proxyPath"]}static/main.js"></script></html>'
+        portal.client.cookies.clear()
         cookie = r.headers["set-cookie"]
         assert cookie.startswith(f"ray_target={found['namespace']}/{found['cluster']};")
         assert "HttpOnly" in cookie and "Secure" in cookie and "SameSite=Strict" in cookie
         assert "upstream=1" not in r.headers.get_list("set-cookie")
         assert seen[-1]["path"] == "/api/cluster_status?x=1" and "cookie" not in seen[-1]
         assert portal.client.get(found["proxyPath"] + "redirect").status_code == 502
+        # root-relative dashboard URLs are routed by the cookie, re-checked against discovery every time
+        asset = portal.client.get("/static/js/main.js", headers={"Cookie": cookie.split(";")[0]})
+        assert asset.status_code == 200 and seen[-1]["path"] == "/static/js/main.js"
+        import httpx
+
+        fresh = httpx.get(portal.url + "/static/js/main.js")
+        assert fresh.status_code == 400 and "open a cluster from the Ray board first" in fresh.json()["error"]
+        forged = portal.client.get("/static/x", headers={"Cookie": "ray_target=kube-system/apiserver"})
+        assert forged.status_code == 404
+        assert portal.client.get("/static/x", headers={"Cookie": "ray_target=garbage"}).status_code == 400
+        assert portal.client.get("/api/portal/nope", headers={"Cookie": cookie.split(";")[0]}).status_code == 404
         assert portal.client.post(found["proxyPath"] + "api/jobs/").status_code == 405
         assert len([s for s in seen if s["path"].startswith("/api/jobs")]) == 0
     finally:

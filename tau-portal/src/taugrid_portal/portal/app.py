@@ -85,6 +85,9 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
     async def ray(request: Request) -> Response:
         return await ray_proxy(state, request, ray_upstream)
 
+    async def ray_root(request: Request) -> Response:
+        return await ray_proxy(state, request, ray_upstream, by_cookie=True)
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": f"no route {request.url.path}"}, status_code=404,
                             headers={"Cache-Control": "no-store"})
@@ -114,6 +117,7 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
         *kueueviz.make_routes(config.kueueviz, kueueviz_upstream or kueueviz.DEFAULT_UPSTREAM),
         Route(RAY_PREFIX + "{rest:path}", ray, methods=list(READ_METHODS)),
         *pages.make_routes(state),
+        Route("/{rest:path}", ray_root, methods=list(READ_METHODS)),  # last: the dashboard's root-relative URLs
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
     app.state.portal = state

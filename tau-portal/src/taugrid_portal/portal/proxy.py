@@ -32,19 +32,24 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return JSONResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
 
 
-def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], str] | Response:
-    """The discovered cluster and the path to forward, or the refusal."""
-    raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
-    rest = raw[len(RAY_PREFIX):] if raw.startswith(RAY_PREFIX) else ""
-    parts = rest.split("/", 2)
-    if len(parts) < 3 or not parts[0] or not parts[1]:
-        return _json(400, {"error": "ray proxy path must be /api/portal/ray/proxy/{namespace}/{cluster}/"})
-    ns, cluster, path = parts
+PATH_ERROR = {"error": "ray proxy path must be /api/portal/ray/proxy/{namespace}/{cluster}/"}
+RAY_ROOT_PREFIXES = ("/api/", "/static/", "/nodes", "/logical/", "/actors", "/events", "/log_proxy", "/worker/",
+                     "/logo.png")
+PORTAL_OWNED = ("/api/portal/", "/api/stellar", "/api/v1/stellar", "/api/v2/stellar")
+
+
+def _raw_path(request: Request) -> str:
+    return str(request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0])
+
+
+def guard(state: PortalState, request: Request, ns: str, cluster: str, path: str,
+          cookie_workspace: str | None = None) -> tuple[dict[str, Any], str] | Response:
+    """The SSRF guard: ``ns/cluster`` must be a ready head Service discovered in the request's scope."""
     decoded = unquote(unquote(path))
-    if (not _NAME.match(ns) or not _NAME.match(cluster) or "%" in ns + cluster or ".." in decoded
+    if (not _NAME.match(ns) or not _NAME.match(cluster) or ".." in decoded
             or "\\" in decoded or "//" in decoded or decoded.startswith("/") or "@" in decoded
             or any(ord(ch) < 32 for ch in decoded)):
-        return _json(400, {"error": "ray proxy path must be /api/portal/ray/proxy/{namespace}/{cluster}/"})
+        return _json(400, PATH_ERROR)
     if RAY_BLOCKED.search(decoded):
         return _json(403, {"error": "this Ray dashboard route is blocked by the read-only Portal"})
     try:
@@ -52,18 +57,45 @@ def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], st
         cache = state.require(boards.RAY_KEYS, "ray")
     except BoardError as exc:
         return _json(exc.status, exc.body)
-    allowed_ns = scope.namespace
-    found = next((c for c in boards.ray_clusters(cache, allowed_ns) if c["namespace"] == ns
+    if cookie_workspace is not None and cookie_workspace != scope.workspace:
+        return _json(400, {"error": "invalid Ray target cookie"})
+    found = next((c for c in boards.ray_clusters(cache, scope.namespace) if c["namespace"] == ns
                   and c["cluster"] == cluster and c["ready"]), None)
     if found is None:
         return _json(404, {"error": "unknown Ray cluster: no matching head Service discovered"})
     return {**found, "workspace": scope.workspace}, path
 
 
-async def ray_proxy(state: PortalState, request: Request, upstream: str) -> Response:
+def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], str] | Response:
+    """``/api/portal/ray/proxy/{ns}/{cluster}/{path}``: the discovered cluster and the path to forward."""
+    raw = _raw_path(request)
+    parts = (raw[len(RAY_PREFIX):] if raw.startswith(RAY_PREFIX) else "").split("/", 2)
+    if len(parts) < 3 or not parts[0] or not parts[1]:
+        return _json(400, PATH_ERROR)
+    return guard(state, request, *parts)
+
+
+def ray_cookie_target(state: PortalState, request: Request) -> tuple[dict[str, Any], str] | Response:
+    """A root-relative dashboard request (``/static/...``), routed by the ``ray_target`` cookie."""
+    raw = _raw_path(request)
+    if raw.startswith(PORTAL_OWNED) or not raw.startswith(RAY_ROOT_PREFIXES):
+        return _json(404, {"error": f"no route {request.url.path}"})
+    value = request.cookies.get("ray_target")
+    if not value:
+        return _json(400, {"error": "no Ray dashboard selected: open a cluster from the Ray board first"})
+    managed = state.directory is not None
+    parts = value.split("|") if managed else value.split("/")
+    if len(parts) != (3 if managed else 2):
+        return _json(400, {"error": "invalid Ray target cookie"})
+    ws = parts[0] if managed else None
+    ns, cluster = parts[-2], parts[-1]
+    return guard(state, request, ns, cluster, raw.lstrip("/"), cookie_workspace=ws)
+
+
+async def ray_proxy(state: PortalState, request: Request, upstream: str, *, by_cookie: bool = False) -> Response:
     import aiohttp
 
-    target = ray_target(state, request)
+    target = ray_cookie_target(state, request) if by_cookie else ray_target(state, request)
     if isinstance(target, Response):
         return target
     found, path = target
@@ -83,8 +115,11 @@ async def ray_proxy(state: PortalState, request: Request, upstream: str) -> Resp
     if 300 <= status < 400:
         status = 502  # the proxy never follows or relays a redirect
         body, ctype = b'{"error":"ray dashboard answered with a redirect"}', "application/json"
-    response = Response(body, status_code=status, media_type=ctype.split(";")[0],
-                        headers={"Cache-Control": "no-store"})
+    media = ctype.split(";")[0]
+    if media == "text/html":  # root-relative URLs of the dashboard stay under this cluster's proxy path
+        prefix = f"{RAY_PREFIX}{found['namespace']}/{found['cluster']}/".encode()
+        body = re.sub(rb'(src|href)="/(?!/)', rb'\1="' + prefix, body)
+    response = Response(body, status_code=status, media_type=media, headers={"Cache-Control": "no-store"})
     managed = state.directory is not None
     value = f"{found['workspace']}|{found['namespace']}|{found['cluster']}" if managed \
         else f"{found['namespace']}/{found['cluster']}"
