@@ -275,3 +275,25 @@ def test_kueueviz_board_proxy_cookie_and_origin_rules(taugrid_cluster, portal_fa
         upstream.shutdown()
     gone = portal_factory(cluster, kueueviz=KueueVizConfig(), kueueviz_upstream=f"http://127.0.0.1:{port}")
     assert gone.get("/api/portal/kueueviz/").status_code == 502
+
+
+def test_managed_pages_need_an_identity_and_stay_in_scope(managed, make_job, populated) -> None:
+    page = managed.get("/portal/runs")
+    assert page.status_code == 401 and "authenticated viewer identity is required" in page.text
+    alice = {USER: "alice@example.com"}
+    populated.cluster.store.create(make_job("other-queue", labels={"kueue.x-k8s.io/queue-name": "other"}))
+    ok = managed.wait("/portal/runs", lambda r: r.status_code == 200, headers=alice)
+    assert "runs-1" in ok.text and "other-queue" not in ok.text
+    assert managed.get("/api/portal/runs/aurora/other-queue", headers=alice).status_code == 403
+    assert managed.get("/api/portal/runs/aurora/runs-1", headers=alice).status_code == 200
+
+
+def test_without_kubernetes_the_kubernetes_boards_answer_503(taugrid_cluster, portal_factory) -> None:
+    portal = portal_factory(taugrid_cluster.cluster, use_kubernetes=False)
+    for board in ("runs", "nodes", "ray"):
+        r = portal.get(f"/api/portal/{board}")
+        assert r.status_code == 503 and r.json()["reason"].endswith("portal started without Kubernetes access")
+    overview = portal.get("/api/portal/overview").json()
+    assert overview["cards"]["fleetUnavailable"] == "portal started without Kubernetes access"
+    assert overview["state"] == "no_data"
+    assert portal.get("/healthz").json() == {"status": "ok"}

@@ -9,13 +9,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from taugrid_portal.portal import boards, runs
 from taugrid_portal.portal.scoping import authorized, redirect_url, viewer
-from taugrid_portal.portal.state import JOBS_DISABLED, NO_KUSTO, BoardError, PortalState, scoped, unavailable
+from taugrid_portal.portal.state import JOBS_DISABLED, NO_KUBE, NO_KUSTO, BoardError, PortalState, scoped, unavailable
 
 NO_STORE = {"Cache-Control": "no-store"}
 
@@ -66,10 +67,9 @@ def make_routes(state: PortalState) -> list[Any]:
 
     async def workspaces(request: Request) -> Response:
         try:
-            if state.directory is None:
-                scope = state.scope(request.query_params, request.headers)
-                return JSONResponse({"workspaces": [scope.to_json()], "selected": scope.to_json()}, headers=NO_STORE)
             scope = state.scope(request.query_params, request.headers)
+            if state.directory is None:
+                return JSONResponse({"workspaces": [scope.to_json()], "selected": scope.to_json()}, headers=NO_STORE)
             mine = authorized(state.directory, viewer(request.headers, config))
             return JSONResponse({"workspaces": [s.to_json() for s in mine], "selected": scope.to_json(),
                                  "managed": True}, headers=NO_STORE)
@@ -125,7 +125,7 @@ def make_routes(state: PortalState) -> list[Any]:
 
 
 def board_list(state: PortalState, workspace: str) -> list[dict[str, Any]]:
-    q = f"?workspace={workspace}"
+    q = "?" + urlencode({"workspace": workspace})
     items = [("overview", "Overview", "/portal"), ("runs", "Runs", "/portal/runs"),
              ("experiments", "Experiments", "/portal/experiments"), ("jobs", "Jobs / Queue", "/portal/jobs"),
              ("cluster", "Cluster Health", "/portal/cluster"), ("nodes", "Cluster Nodes", "/portal/nodes"),
@@ -154,15 +154,13 @@ def overview_response(state: PortalState, request: Request) -> Response:
         except BoardError as exc:
             return error_response(exc)
         body = {"boards": board_list(state, scope.workspace), "cards": {
-            "fleetUnavailable": NO_KUBE_TEXT, "healthUnavailable": NO_KUSTO, "costUnavailable": NO_KUSTO,
-            "queueUnavailable": NO_KUBE_TEXT, "rayUnavailable": NO_KUBE_TEXT}, "running": [],
-            "runningUnavailable": NO_KUBE_TEXT}
+            "fleetUnavailable": NO_KUBE, "healthUnavailable": NO_KUSTO, "costUnavailable": NO_KUSTO,
+            "queueUnavailable": NO_KUBE, "rayUnavailable": NO_KUBE}, "running": [],
+            "runningUnavailable": NO_KUBE}
         return JSONResponse(scoped(body, scope, None, (), True), headers=NO_STORE)
     keys = tuple(sorted(set(runs.RUN_KEYS + boards.NODE_KEYS + ("workloads", "services"))))
     return respond(state, request, "overview", keys, build, lambda d: False)
 
-
-NO_KUBE_TEXT = "portal started without Kubernetes access"
 
 
 def jobs_builder(state: PortalState, request: Request) -> Callable[[Any], dict[str, Any]]:

@@ -71,7 +71,7 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
 
     from taugrid_portal.portal import api, kueueviz, pages
 
-    if cache is None and config.kube_enabled:
+    if cache is None and config.use_kubernetes:
         cache = WatchCache(lambda: connect_session(config.kubeconfig or None, config.context, config.in_cluster),
                            namespace=config.namespace)
     state = PortalState(config, directory, cache)

@@ -94,7 +94,7 @@ def serve(addr: str, kubeconfig: str | None, context: str | None, in_cluster: bo
     use_kube = not no_kubernetes
     viz = KueueVizConfig(kueueviz_namespace, kueueviz_backend_service, kueueviz_frontend_service) if kueueviz else None
     config = PortalConfig(
-        host=host, port=port, kubeconfig=kubeconfig or ("" if use_kube and not in_cluster else None),
+        host=host, port=port, use_kubernetes=use_kube, kubeconfig=kubeconfig,
         context=context, in_cluster=in_cluster, namespace=namespace or None, workspace=workspace,
         cluster=cluster_name, jobs_scope_mode=jobs_scope_mode, operator_scopes=scopes,
         workspace_directory=directory_path, user_header=workspace_user_header,
@@ -113,7 +113,7 @@ def run(config: PortalConfig, directory: object) -> None:
     if not config.loopback:
         click.echo(f"warning: listening on {config.host}: the Portal has no authentication of its own; expose it "
                    "only through an authenticated HTTPS proxy", err=True)
-    if not config.kube_enabled:
+    if not config.use_kubernetes:
         click.echo("warning: Jobs, Ray, Nodes, and Runs boards disabled (no Kubernetes access)", err=True)
     if not config.kusto_query_command:
         click.echo("note: Cluster Health, Cost, and Node Utilization boards disabled (no Kusto query command)",

@@ -40,6 +40,7 @@ class KueueVizConfig:
 class PortalConfig:
     host: str = "127.0.0.1"
     port: int = 8080
+    use_kubernetes: bool = True
     kubeconfig: str | None = None
     context: str | None = None
     in_cluster: bool = False
@@ -56,10 +57,6 @@ class PortalConfig:
     kusto_query_command: str | None = None
     kueueviz: KueueVizConfig | None = None
     refresh_seconds: float = 5.0
-
-    @property
-    def kube_enabled(self) -> bool:
-        return self.in_cluster or self.kubeconfig is not None or self.context is not None
 
     @property
     def loopback(self) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from tau_core import keys
 from tau_core.kube import KubeApiError, api_path
 from taugrid_portal.portal import runs
 from taugrid_portal.portal.state import BoardError, PortalState, scoped
@@ -54,6 +55,10 @@ async def detail_document(state: PortalState, request: Request) -> dict[str, Any
     if snap.workload is None:
         raise BoardError(404, {"error": f"not found: no Job or RayJob {ns}/{name}; "
                                         "expected /api/portal/runs/{namespace}/{name}"})
+    queue = ((snap.workload.get("metadata") or {}).get("labels") or {}).get(keys.KUEUE_QUEUE_NAME)
+    if scope.managed and scope.local_queue and queue not in (scope.local_queue, None):
+        raise BoardError(403, {"error": "the run's queue is outside the resolved workspace scope",
+                               "state": "forbidden"})
     doc = runs.run_detail(snap, scope.cluster)
     events, events_state = await _events(state, ns)
     doc["events"] = runs.relevant_events(snap, events)
