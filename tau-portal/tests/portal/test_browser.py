@@ -120,3 +120,19 @@ def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page,
     assert "/stellar?target=exp" in page.url
     shot(page, "stellar")
     assert page.errors == [], page.errors
+
+    # the API server goes away: the open Runs page says so and shows no rows as current; then it recovers
+    from tau_testing.sim.server import ServerThread
+
+    page.goto(base + "/portal/runs?refresh=0.5")
+    page.wait_for_selector("body[data-ready=true]")
+    cluster._server.stop()
+    page.wait_for_selector("#banner:not([hidden])", timeout=30000)
+    assert "cannot be reached" in page.locator("#banner").inner_text()
+    assert page.locator("#runs-table tbody tr").count() == 0
+    assert page.locator("#freshness").inner_text() == "not current"
+    shot(page, "runs-api-server-away")
+    cluster._server = ServerThread(cluster)
+    cluster._server.start()
+    page.wait_for_selector("#runs-table tbody tr >> text=fails-1", timeout=30000)
+    assert page.locator("#banner").is_hidden()
