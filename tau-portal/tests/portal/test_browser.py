@@ -131,6 +131,7 @@ def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page,
     assert "cannot be reached" in page.locator("#banner").inner_text()
     assert page.locator("#runs-table tbody tr").count() == 0
     assert page.locator("#freshness").inner_text() == "not current"
+    assert page.locator("#runs-count").inner_text() == ""
     shot(page, "runs-api-server-away")
     cluster._server = ServerThread(cluster)
     cluster._server.start()

@@ -124,6 +124,7 @@
           while (body.firstChild) { body.removeChild(body.firstChild); }
           banner(doc.reason || doc.error || "runs unavailable");
           document.getElementById("freshness").textContent = "not current";
+          document.getElementById("runs-count").textContent = "";
           return;
         }
         table.classList.remove("stale");
