@@ -35,6 +35,7 @@ def portal_kubeconfig(cluster: Any, tmp: Path) -> Path:
         cluster.apply(obj)
     if PORTAL_USER not in cluster.users:
         cluster.add_user(PORTAL_USER, ["system:serviceaccounts", "system:serviceaccounts:tau-system"])
+    tmp.mkdir(parents=True, exist_ok=True)
     return cluster.write_kubeconfig(tmp / "portal-kubeconfig", user=PORTAL_USER)
 
 
@@ -177,3 +178,9 @@ def portal_factory(tmp_path: Path) -> Iterator[Any]:
     yield make
     for gen in stack:
         gen.close()
+
+
+@pytest.fixture
+def portal_identity(taugrid_cluster: TauGridScenario, tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The Portal's kubeconfig (bound to deploy/portal/rbac.yaml only) and the manifest's objects."""
+    return portal_kubeconfig(taugrid_cluster.cluster, tmp_path / "identity"), rbac_objects()
