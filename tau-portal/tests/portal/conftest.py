@@ -107,7 +107,7 @@ XSS = "<img src=x onerror=alert(1)>"
 def make_portal(cluster: Any, tmp: Path, **overrides: Any) -> Iterator[Served]:
     tmp.mkdir(parents=True, exist_ok=True)
     kubeconfig = portal_kubeconfig(cluster, tmp)
-    app_options = {k: overrides.pop(k) for k in ("directory", "ray_upstream", "kueueviz_upstream") if k in overrides}
+    app_options = {k: overrides.pop(k) for k in ("directory", "ray_upstream", "kueueviz_upstream", "cache_options") if k in overrides}
     config = PortalConfig(kubeconfig=str(kubeconfig), refresh_seconds=0.5, **overrides)
     yield from serve(create_app(config, **app_options))
 

@@ -37,3 +37,15 @@ def test_a_dropped_watch_resumes_and_a_410_relists(taugrid_cluster, portal_facto
     informers = portal.app.app.state.portal.cache.informers
     assert informers["jobs"].watches >= 2 and informers["jobs"].lists == 1  # resumed from its version
     assert informers["rayjobs"].lists >= 2  # 410: the version was too old, so it listed again
+
+
+def test_a_hung_watch_is_abandoned_and_the_data_reread(taugrid_cluster, portal_factory, make_job) -> None:
+    cluster = taugrid_cluster.cluster
+    # the first Jobs watch hangs: the server does not answer it for a minute (a silently lost connection)
+    cluster.faults.latency(60, method="GET", path_regex=r"/jobs\?.*watch=true", count=1)
+    portal = portal_factory(cluster, cache_options={"watch_timeout": 1, "silence_grace": 2})
+    portal.wait("/api/portal/runs", lambda r: r.status_code == 200)
+    cluster.store.create(make_job("after-hang"))
+    portal.wait("/api/portal/runs", lambda r: r.status_code == 200 and "after-hang" in r.text, timeout=20)
+    jobs = portal.app.app.state.portal.cache.informers["jobs"]
+    assert jobs.watches >= 2 and jobs.lists >= 2  # timed out, disconnected, listed again

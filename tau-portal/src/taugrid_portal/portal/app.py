@@ -63,7 +63,7 @@ class Guard:
 
 def create_app(config: PortalConfig, *, directory: Directory | None = None, cache: WatchCache | None = None,
                ray_upstream: str = DEFAULT_UPSTREAM, kueueviz_upstream: str | None = None,
-               start_cache: bool = True) -> Any:
+               start_cache: bool = True, cache_options: dict[str, Any] | None = None) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
@@ -73,7 +73,7 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
 
     if cache is None and config.use_kubernetes:
         cache = WatchCache(lambda: connect_session(config.kubeconfig or None, config.context, config.in_cluster),
-                           namespace=config.namespace)
+                           namespace=config.namespace, **(cache_options or {}))
     state = PortalState(config, directory, cache)
     stellar_app = None
     if config.store is not None:

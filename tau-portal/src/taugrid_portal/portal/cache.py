@@ -69,10 +69,12 @@ class WatchCache:
     """Informers for :data:`KINDS`; :meth:`run` keeps them current until cancelled."""
 
     def __init__(self, session_factory: Callable[[], Any], namespace: str | None = None,
-                 *, watch_timeout: int = 300, backoff_max: float = 5.0) -> None:
+                 *, watch_timeout: int = 300, silence_grace: float = 60.0, backoff_max: float = 5.0) -> None:
         self.session_factory = session_factory
         self.namespace = namespace or None
         self.watch_timeout = watch_timeout
+        #: a watch silent for longer than its server-side timeout plus this grace is a hung connection
+        self.silence_grace = silence_grace
         self.backoff_max = backoff_max
         self.generation = 0
         self.session: KubeSession | None = None
@@ -89,8 +91,10 @@ class WatchCache:
         return self.informers[key].items.get(f"{namespace}/{name}")
 
     def ready(self, keys: tuple[str, ...]) -> bool:
-        """Every informer in ``keys`` has listed and is connected now (its data is current)."""
-        return all(self.informers[k].synced and self.informers[k].connected for k in keys)
+        """Every informer in ``keys`` has listed, is connected, and heard from the server recently."""
+        horizon = time.monotonic() - (self.watch_timeout + self.silence_grace)
+        return all(self.informers[k].synced and self.informers[k].connected and self.informers[k].last_sync > horizon
+                   for k in keys)
 
     def health(self, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
         """The staleness report every response carries (a function of :attr:`generation`, so it can be memoised).
@@ -134,7 +138,8 @@ class WatchCache:
             try:
                 if not inf.synced or not inf.version:
                     await self._list(inf)
-                await self._watch(inf)
+                with anyio.fail_after(self.watch_timeout + self.silence_grace):
+                    await self._watch(inf)  # a hung connection (no end, no bookmark) times out here
                 failures = 0
             except KubeApiError as exc:
                 if exc.status == 410:
@@ -190,6 +195,7 @@ class WatchCache:
             if version:
                 inf.version = version
             if kind == "BOOKMARK":
+                self._stamp(inf)  # the server vouches for our version: still current
                 continue
             if kind == "DELETED":
                 inf.items.pop(_key(obj), None)
