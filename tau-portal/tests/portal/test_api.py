@@ -75,6 +75,9 @@ def test_nodes_and_overview_cards(populated, portal) -> None:
     assert [b["id"] for b in overview["boards"]][:2] == ["overview", "runs"]
     assert all(b["path"].endswith("?workspace=default") for b in overview["boards"])
     assert {r["name"] for r in overview["running"]} >= {"runs-1"}
+    slim = portal.get("/api/portal/overview", params={"view": "workloads"}).json()
+    assert set(slim["cards"]) == {"queue", "queueUnavailable"} and "boards" not in slim
+    assert {r["name"] for r in slim["running"]} == {r["name"] for r in overview["running"]}
     for board in ("cluster", "cost", "nodeutil"):
         r = portal.get(f"/api/portal/{board}")
         assert r.status_code == 503 and "Kusto" in r.json()["reason"]

@@ -145,6 +145,9 @@ def overview_response(state: PortalState, request: Request) -> Response:
         running = [{"job": r["name"], "name": r["name"], "namespace": r["namespace"], "runId": r["runId"],
                     "queue": r["queue"], "experimentPath": r["experimentPath"],
                     "experimentTracking": r["experimentTracking"]} for r in run_rows if r["status"] == "Running"]
+        if request.query_params.get("view") == "workloads":  # queue counters and admitted-workload links only
+            return {"cards": {"queue": cards["queue"], "queueUnavailable": cards["queueUnavailable"]},
+                    "running": running, "runningUnavailable": ""}
         return {"boards": board_list(state, scope.workspace), "cards": cards, "running": running,
                 "runningUnavailable": ""}
 
