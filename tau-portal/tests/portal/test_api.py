@@ -78,6 +78,9 @@ def test_nodes_and_overview_cards(populated, portal) -> None:
     slim = portal.get("/api/portal/overview", params={"view": "workloads"}).json()
     assert set(slim["cards"]) == {"queue", "queueUnavailable"} and "boards" not in slim
     assert {r["name"] for r in slim["running"]} == {r["name"] for r in overview["running"]}
+    for b in overview["boards"]:  # every board link leads somewhere: a page, or a page saying why not
+        page = portal.get(b["path"])
+        assert page.status_code in (200, 503) and "text/html" in page.headers["content-type"], b
     for board in ("cluster", "cost", "nodeutil"):
         r = portal.get(f"/api/portal/{board}")
         assert r.status_code == 503 and "Kusto" in r.json()["reason"]

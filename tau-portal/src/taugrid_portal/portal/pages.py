@@ -61,6 +61,14 @@ def make_routes(state: PortalState) -> list[Any]:
             return Response("not found", status_code=404, media_type="text/plain")
         return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
+    async def kusto_board(request: Request) -> Response:
+        from taugrid_portal.portal.state import NO_KUSTO
+
+        board = request.url.path.rsplit("/", 1)[-1]
+        title = {"cluster": "Cluster Health", "cost": "Cost"}[board]
+        return render(request, "unavailable.html", status=503, title=title,
+                      unavailable=f"{title.lower()} board unavailable: {NO_KUSTO}")
+
     async def kueueviz_board(request: Request) -> Response:
         return RedirectResponse("/api/portal/kueueviz/", status_code=302)
 
@@ -80,6 +88,8 @@ def make_routes(state: PortalState) -> list[Any]:
         Route("/portal/ray", guarded("ray.html", build["ray_page"]), methods=methods),
         Route("/portal/experiments", guarded("experiments.html", build["experiments_page"]), methods=methods),
         Route("/portal/static/{name}", static_file, methods=methods),
+        Route("/portal/cluster", kusto_board, methods=methods),
+        Route("/portal/cost", kusto_board, methods=methods),
         *([Route("/portal/kueueviz", kueueviz_board, methods=methods)] if state.config.kueueviz else []),
     ]
 
