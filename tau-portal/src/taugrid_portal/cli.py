@@ -45,7 +45,13 @@ class ExperimentGroup(click.Group):
         command = getattr(module, name, None)
         if command is None:
             command = getattr(module, f"{name}_command", None)
-        return command if isinstance(command, click.Command) else None
+        if not isinstance(command, click.Command):
+            return None
+        if name in ("serve", "open"):
+            from taugrid_portal.serve_flags import with_reference_flags
+
+            return with_reference_flags(command)
+        return command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         names = set(super().list_commands(ctx))
@@ -67,9 +73,16 @@ class ExperimentGroup(click.Group):
 
 
 class RootGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), "portal"})
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name == "exp":
             cmd_name = "experiment"
+        if cmd_name == "portal":
+            from taugrid_portal.portal.cli import portal
+
+            return portal
         return super().get_command(ctx, cmd_name)
 
 

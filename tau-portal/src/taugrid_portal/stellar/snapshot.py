@@ -406,7 +406,10 @@ def build_snapshot(
     resolved, runs = _target_runs(store, target)
     run_ids = [r.run_id for r in runs]
     colors = {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(run_ids)}
-    summary_rows = store.summaries(run_ids) if run_ids else []
+    from taugrid_portal.store.writes import RUN_STATUS_METRIC
+
+    # the terminal tau/run_status marker is run state (the table's state column), never a chart of its own
+    summary_rows = [s for s in (store.summaries(run_ids) if run_ids else []) if s["metric_name"] != RUN_STATUS_METRIC]
     summaries = {(s["run_id"], s["metric_name"]): s for s in summary_rows}
     metric_names = sorted({s["metric_name"] for s in summary_rows})
     warnings = list(getattr(store, "warnings", []) or [])

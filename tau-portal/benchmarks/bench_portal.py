@@ -1,0 +1,150 @@
+"""Benchmark: the Portal with 1,000 runs in its watch cache.
+
+* ``/api/portal/runs`` throughput and p99 latency under an httpx load generator (targets >= 300 req/s,
+  p99 <= 50 ms), next to ``/healthz`` measured the same way in the same run (the server's floor);
+* the API requests the Portal makes per minute in steady state (target: watches only, no polling lists);
+* first contentful paint of the Runs page in the Debian Chromium (target <= 1 s).
+
+The cluster is the simulated TauGrid cluster; the Portal runs as ``taugrid-portal portal serve`` in its own
+process. Sizes: ``TAU_BENCH_PORTAL_RUNS`` (1000), ``TAU_BENCH_PORTAL_SECONDS`` (load seconds, 5),
+``TAU_BENCH_PORTAL_IDLE`` (steady-state window seconds, 20).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUNS = int(os.environ.get("TAU_BENCH_PORTAL_RUNS", "1000"))
+SECONDS = float(os.environ.get("TAU_BENCH_PORTAL_SECONDS", "5"))
+IDLE = float(os.environ.get("TAU_BENCH_PORTAL_IDLE", "20"))
+CONCURRENCY = 8
+CHROMIUM = os.environ.get("TAU_CHROMIUM", "/usr/bin/chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def job(i: int) -> dict:
+    from tau_core import keys
+
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"bench-{i:04d}", "namespace": "aurora",
+                         "labels": {keys.MANAGED_BY: keys.MANAGED_BY_VALUE, keys.RUN_ID: f"r{i}"}},
+            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                                                            "containers": [{"name": "m", "image": "i"}]}}}}
+
+
+async def load(url: str, seconds: float) -> tuple[float, float, float, int, float]:
+    import httpx
+
+    latencies: list[float] = []
+    server: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal errors
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            r = await client.get(url)
+            latencies.append(time.perf_counter() - t0)
+            server.append(float(r.headers.get("server-timing", "app;dur=0").split("dur=")[-1]))
+            errors += r.status_code != 200
+
+    limits = httpx.Limits(max_connections=CONCURRENCY)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(CONCURRENCY)))
+        elapsed = time.perf_counter() - start
+    latencies.sort()
+    server.sort()
+    p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
+    server_p99 = server[int(len(server) * 0.99) - 1]
+    return len(latencies) / elapsed, statistics.median(latencies) * 1000, p99, errors, server_p99
+
+
+def first_contentful_paint(url: str) -> float:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        values = []
+        for _ in range(3):
+            page.goto(url)
+            page.wait_for_selector("body[data-ready=true]")
+            values.append(page.evaluate(
+                "performance.getEntriesByName('first-contentful-paint')[0].startTime"))
+        browser.close()
+    return statistics.median(values)
+
+
+def main() -> int:
+    import httpx
+
+    from tau_testing.sim import SimCluster
+    from tau_testing.sim.scenarios.taugrid import TauGridScenario
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-portal-"))
+    cluster = SimCluster(clock="fake").start()
+    TauGridScenario.install(cluster, tmp / "volume")
+    for i in range(RUNS):
+        cluster.store.create(job(i))
+    kubeconfig = cluster.write_kubeconfig(tmp / "kubeconfig")
+    port = free_port()
+    entry = "from taugrid_portal.cli import main; main()"
+    argv = [sys.executable, "-c", entry, "portal", "serve", "--addr", f"127.0.0.1:{port}",
+            "--kubeconfig", str(kubeconfig), "--refresh", "0"]
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = httpx.get(base + "/api/portal/runs", timeout=5)
+                if r.status_code == 200 and r.json()["total"] == RUNS:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the Portal did not serve the runs within 60 s")
+            time.sleep(0.2)
+        floor = asyncio.run(load(base + "/healthz", SECONDS))
+        runs = asyncio.run(load(base + "/api/portal/runs", SECONDS))
+        print(f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"/healthz (baseline):  {floor[0]:7.0f} req/s  median {floor[1]:5.1f} ms  p99 {floor[2]:5.1f} ms  "
+              f"(in the app: p99 {floor[4]:.2f} ms)")
+        print(f"/api/portal/runs ({RUNS} runs): {runs[0]:7.0f} req/s  median {runs[1]:5.1f} ms  "
+              f"p99 {runs[2]:5.1f} ms  (in the app: p99 {runs[4]:.2f} ms)  errors {runs[3]}   "
+              "targets >= 300 req/s, p99 <= 50 ms")
+        before = cluster.requests.counts()
+        time.sleep(IDLE)
+        after = cluster.requests.counts()
+        diff = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+        per_min = sum(diff.values()) * 60 / IDLE
+        lists = sum(v for (verb, _), v in diff.items() if verb == "list")
+        print(f"steady state: {per_min:.1f} API requests/min over {IDLE:.0f}s ({lists} lists; by verb/resource "
+              f"{dict(sorted(diff.items()))})   target: watches only")
+        fcp = first_contentful_paint(base + "/portal/runs")
+        print(f"Runs page first contentful paint ({RUNS} runs): {fcp:.0f} ms   target <= 1000 ms")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""``taugrid-portal portal serve``: the command line of the read-only Portal (reference §1.4).
+
+Import-light: click and the config module only; starlette, uvicorn and the Kubernetes client load when the
+command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tau_core.errors import UsageError
+from taugrid_portal.portal.config import (
+    DEFAULT_ADDR,
+    SCOPE_MODES,
+    SOURCES,
+    KueueVizConfig,
+    PortalConfig,
+    check_kube,
+    check_scope_mode,
+    check_sources,
+    parse_addr,
+    parse_operator_scope,
+)
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group("portal", context_settings=CONTEXT)
+def portal() -> None:
+    """The read-only TauGrid Portal: Overview, Runs, Jobs / Queue, Nodes, Ray and Experiments.
+
+    The Portal aggregates and cross-links the platform's dashboards and hosts Stellar unchanged under
+    /stellar. It never writes to the cluster.
+    """
+
+
+@portal.command("serve", epilog="""\b
+Examples:
+  taugrid-portal portal serve --kubeconfig ~/.kube/config -n aurora --store ./tau-exp
+  taugrid-portal portal serve --in-cluster --addr 0.0.0.0:8080 --workspace-directory /etc/tau-portal/workspaces.json \\
+      --jobs-scope-mode workspace
+  taugrid-portal portal serve --context dev --jobs-scope-mode operator --jobs-operator-scope vision=aurora/jobqueue
+""")
+@click.option("--addr", default=DEFAULT_ADDR, show_default=True, metavar="HOST:PORT",
+              help="Listen address. The Portal has no authentication of its own: keep it on loopback, or put it "
+                   "behind an authenticated proxy.")
+@click.option("--kubeconfig", metavar="FILE", help="Kubeconfig to read the cluster with (default: $KUBECONFIG).")
+@click.option("--context", metavar="NAME", help="Kubeconfig context (default: the current context).")
+@click.option("--in-cluster", is_flag=True, help="Use the pod's service account instead of a kubeconfig.")
+@click.option("--no-kubernetes", is_flag=True, help="Serve without Kubernetes access (its boards answer 503).")
+@click.option("-n", "--namespace", help="Namespace of the Runs and Ray boards (default: every namespace).")
+@click.option("--workspace", default="default", show_default=True, help="Workspace id of the legacy single scope.")
+@click.option("--cluster", "cluster_name", default="", help="Cluster name reported in scopes and runs.")
+@click.option("--jobs-scope-mode", type=click.Choice(SCOPE_MODES), default="disabled", show_default=True)
+@click.option("--jobs-operator-scope", "operator_scopes", multiple=True, metavar="TEAM=NS/QUEUE",
+              help="A queue of the operator-mode Jobs board; repeatable.")
+@click.option("--workspace-directory", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Workspace directory JSON; enables managed mode with trusted identity headers.")
+@click.option("--workspace-user-header", default="X-MS-CLIENT-PRINCIPAL-NAME", show_default=True)
+@click.option("--workspace-groups-header", default="X-MS-CLIENT-PRINCIPAL-GROUPS", show_default=True)
+@click.option("--store", metavar="DIR", help="Experiment store the mounted Stellar serves.")
+@click.option("--source", type=click.Choice(SOURCES), default="local", show_default=True)
+@click.option("--kusto-query-command", metavar="CMD", help="Command that answers Kusto queries (history boards).")
+@click.option("--kusto-endpoint", metavar="URL", help="Kusto cluster URL.")
+@click.option("--kueueviz", is_flag=True, help="Proxy the KueueViz board under /api/portal/kueueviz/.")
+@click.option("--kueueviz-namespace", default="kueue-system", show_default=True)
+@click.option("--kueueviz-backend-service", default="kueue-kueueviz-backend", show_default=True)
+@click.option("--kueueviz-frontend-service", default="kueue-kueueviz-frontend", show_default=True)
+@click.option("--refresh", type=click.FloatRange(0, 3600), default=5.0, show_default=True,
+              help="Seconds between the pages' automatic refreshes (0: off).")
+def serve(addr: str, kubeconfig: str | None, context: str | None, in_cluster: bool, no_kubernetes: bool,
+          namespace: str | None, workspace: str, cluster_name: str, jobs_scope_mode: str,
+          operator_scopes: tuple[str, ...], workspace_directory: str | None, workspace_user_header: str,
+          workspace_groups_header: str, store: str | None, source: str, kusto_query_command: str | None,
+          kusto_endpoint: str | None, kueueviz: bool, kueueviz_namespace: str, kueueviz_backend_service: str,
+          kueueviz_frontend_service: str, refresh: float) -> None:
+    """Serve the Portal (read-only) until interrupted."""
+    host, port = parse_addr(addr)
+    check_kube(kubeconfig, context, in_cluster)
+    scopes = tuple(parse_operator_scope(s, i) for i, s in enumerate(operator_scopes))
+    directory_path = Path(workspace_directory) if workspace_directory else None
+    check_scope_mode(jobs_scope_mode, scopes, directory_path)
+    store_path = Path(store).expanduser() if store else None
+    check_sources(source, store_path, kusto_query_command, kusto_endpoint)
+    if no_kubernetes and (kubeconfig or context or in_cluster):
+        raise UsageError("--no-kubernetes cannot be combined with --kubeconfig, --context or --in-cluster")
+    directory = None
+    if directory_path is not None:
+        from taugrid_portal.portal.directory import load_directory
+
+        directory = load_directory(directory_path, require_queue=jobs_scope_mode == "workspace")
+    use_kube = not no_kubernetes
+    viz = KueueVizConfig(kueueviz_namespace, kueueviz_backend_service, kueueviz_frontend_service) if kueueviz else None
+    config = PortalConfig(
+        host=host, port=port, use_kubernetes=use_kube, kubeconfig=kubeconfig,
+        context=context, in_cluster=in_cluster, namespace=namespace or None, workspace=workspace,
+        cluster=cluster_name, jobs_scope_mode=jobs_scope_mode, operator_scopes=scopes,
+        workspace_directory=directory_path, user_header=workspace_user_header,
+        groups_header=workspace_groups_header, store=store_path, source=source,
+        kusto_query_command=kusto_query_command, kueueviz=viz,
+        refresh_seconds=refresh)
+    run(config, directory)
+
+
+def run(config: PortalConfig, directory: object) -> None:
+    import uvicorn
+
+    from taugrid_portal.portal.app import create_app
+    from taugrid_portal.stellar.server import bind, url_for
+
+    if not config.loopback:
+        click.echo(f"warning: listening on {config.host}: the Portal has no authentication of its own; expose it "
+                   "only through an authenticated HTTPS proxy", err=True)
+    if not config.use_kubernetes:
+        click.echo("warning: Jobs, Ray, Nodes, and Runs boards disabled (no Kubernetes access)", err=True)
+    if not config.kusto_query_command:
+        click.echo("note: Cluster Health, Cost, and Node Utilization boards disabled (no Kusto query command)",
+                   err=True)
+    sock = bind(config.host, config.port)
+    app = create_app(config, directory=directory)  # type: ignore[arg-type]
+    click.echo(f"serving taugrid-portal portal at {url_for(sock, '/portal')}", err=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                           server_header=False, timeout_graceful_shutdown=5))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+    finally:
+        sock.close()

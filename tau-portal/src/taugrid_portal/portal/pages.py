@@ -1,0 +1,148 @@
+"""The Portal's server-rendered pages (Jinja2, autoescaped) and its two static files.
+
+Every page renders from the same functions as the JSON API, so the first paint already holds the data; a
+small script (``static/portal.js``) sorts and filters tables client-side with the state in the URL and
+refreshes the Runs and run-detail pages from the API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from taugrid_portal.portal import boards, runs
+from taugrid_portal.portal.api import board_list, jobs_builder
+from taugrid_portal.portal.state import BoardError, PortalState
+
+HERE = Path(__file__).parent
+STATIC = {"portal.js": "text/javascript", "portal.css": "text/css"}
+
+
+def environment() -> Any:
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def make_routes(state: PortalState) -> list[Any]:
+    from starlette.routing import Route
+
+    env = environment()
+    static = {name: (HERE / "static" / name).read_bytes() for name in STATIC}
+
+    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+        ws = request.query_params.get("workspace") or state.config.workspace
+        html = env.get_template(template).render(
+            boards=board_list(state, ws), refresh=state.config.refresh_seconds, path=request.url.path, **context)
+        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+
+    def guarded(template: str, build: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            try:
+                context = await build(request)
+            except BoardError as exc:
+                reason = str(exc.body.get("reason") or exc.body.get("error") or "unavailable")
+                return render(request, template, status=exc.status, unavailable=reason, data=None)
+            return render(request, template, unavailable="", **context)
+        return endpoint
+
+    build = _builders(state)
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse("/portal", status_code=302)
+
+    async def static_file(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in static:
+            return Response("not found", status_code=404, media_type="text/plain")
+        return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
+    async def kusto_board(request: Request) -> Response:
+        from taugrid_portal.portal.state import NO_KUSTO
+
+        board = request.url.path.rsplit("/", 1)[-1]
+        title = {"cluster": "Cluster Health", "cost": "Cost"}[board]
+        return render(request, "unavailable.html", status=503, title=title,
+                      unavailable=f"{title.lower()} board unavailable: {NO_KUSTO}")
+
+    async def kueueviz_board(request: Request) -> Response:
+        return RedirectResponse("/api/portal/kueueviz/", status_code=302)
+
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)
+
+    methods = ["GET", "HEAD"]
+    return [
+        Route("/", root, methods=methods),
+        Route("/favicon.ico", favicon, methods=methods),
+        Route("/portal", guarded("overview.html", build["overview"]), methods=methods),
+        Route("/portal/", guarded("overview.html", build["overview"]), methods=methods),
+        Route("/portal/runs", guarded("runs.html", build["runs_page"]), methods=methods),
+        Route("/portal/runs/{namespace}/{name}", guarded("run.html", build["run_page"]), methods=methods),
+        Route("/portal/jobs", guarded("jobs.html", build["jobs_page"]), methods=methods),
+        Route("/portal/nodes", guarded("nodes.html", build["nodes_page"]), methods=methods),
+        Route("/portal/ray", guarded("ray.html", build["ray_page"]), methods=methods),
+        Route("/portal/experiments", guarded("experiments.html", build["experiments_page"]), methods=methods),
+        Route("/portal/static/{name}", static_file, methods=methods),
+        Route("/portal/cluster", kusto_board, methods=methods),
+        Route("/portal/cost", kusto_board, methods=methods),
+        *([Route("/portal/kueueviz", kueueviz_board, methods=methods)] if state.config.kueueviz else []),
+    ]
+
+
+def _builders(state: PortalState) -> dict[str, Any]:
+    """The context builders of the pages (each raises :class:`BoardError` when its board is unavailable)."""
+
+    def scope_of(request: Request) -> Any:
+        return state.scope(request.query_params, request.headers, allow_override=("namespace",))
+
+    async def overview(request: Request) -> dict[str, Any]:
+        scope = scope_of(request)
+        cache = state.require(runs.RUN_KEYS + boards.NODE_KEYS, "overview")
+        rows = runs.runs_board(cache, scope)["runs"]
+        return {"data": boards.overview_cards(cache, scope, rows),
+                "running": [r for r in rows if r["status"] == "Running"], "scope": scope}
+
+    async def runs_page(request: Request) -> dict[str, Any]:
+        scope = scope_of(request)
+        external = request.query_params.get("include-external") in ("1", "true")
+        cache = state.require(runs.RUN_KEYS, "runs")
+        doc = runs.runs_board(cache, scope, include_external=external)
+        return {"data": doc, "scope": scope, "health": cache.health(runs.RUN_KEYS)}
+
+    async def run_page(request: Request) -> dict[str, Any]:
+        from taugrid_portal.portal.detail import detail_document
+
+        doc = await detail_document(state, request)
+        return {"data": doc, "api": f"/api/portal/runs/{request.path_params['namespace']}/"
+                                    f"{request.path_params['name']}"}
+
+    async def nodes_page(request: Request) -> dict[str, Any]:
+        scope = scope_of(request)
+        return {"data": boards.nodes_board(state.require(boards.NODE_KEYS, "nodes"), scope)}
+
+    async def ray_page(request: Request) -> dict[str, Any]:
+        scope = scope_of(request)
+        return {"data": {"clusters": boards.ray_clusters(state.require(boards.RAY_KEYS, "ray"), scope.namespace)}}
+
+    async def jobs_page(request: Request) -> dict[str, Any]:
+        build = jobs_builder(state, request)
+        return {"data": build(state.scope(request.query_params, request.headers))}
+
+    async def experiments_page(request: Request) -> dict[str, Any]:
+        scope = scope_of(request)
+        if state.config.store is None:
+            raise BoardError(503, {"reason": "experiments unavailable: portal started without an experiment store"})
+        from taugrid_portal.store import ExperimentStore
+        from taugrid_portal.store.search import search_experiments
+
+        with ExperimentStore.open(state.config.store) as store:
+            doc = search_experiments(store, limit=1000)
+        return {"data": doc, "workspace": scope.workspace}
+
+    return {"overview": overview, "runs_page": runs_page, "run_page": run_page, "nodes_page": nodes_page,
+            "ray_page": ray_page, "jobs_page": jobs_page, "experiments_page": experiments_page}
