@@ -51,8 +51,9 @@ def test_generator_rewrites_a_stale_block(gen, tmp_path):
 
 
 def test_chart_catalog_is_the_tau_core_catalog(gen):
-    """TODO(coordinator): tau_core.gpu_catalog (issue 11) is the one catalog; this test binds the chart to it."""
-    catalog = pytest.importorskip("tau_core.gpu_catalog", reason="tau_core.gpu_catalog (issue 11) not merged yet")
+    """tau_core.gpu_catalog is the one catalog: the chart's default nodeLabelRules are generated from it."""
+    from tau_core import gpu_catalog as catalog
+
     text = (CHARTS / "tau-core-controller" / "values.yaml").read_text()
     expected = gen["replace_block"](text, gen["render_block"](catalog.node_label_rules()))
     assert expected == text, "run: python deploy/tools/gen_node_label_rules.py && python deploy/tools/sync_kustomize.py"

@@ -77,9 +77,12 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
     state = PortalState(config, directory, cache)
     stellar_app = None
     if config.store is not None:
+        from taugrid_portal.stellar.server import allowed_hosts
         from taugrid_portal.stellar.server import create_app as stellar_create
 
-        stellar_app = stellar_create(config.store)
+        # the mounted Stellar keeps its DNS-rebinding guard: the bound name, loopback and
+        # TAU_STELLAR_ALLOWED_HOSTS (a Portal behind an ingress lists the ingress host there)
+        stellar_app = stellar_create(config.store, hosts=allowed_hosts(config.host))
     policy = StellarPolicy(stellar_app, state)
 
     async def ray(request: Request) -> Response:
