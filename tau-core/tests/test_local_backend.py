@@ -611,3 +611,25 @@ def test_watch_ends_after_the_callers_timeout(backend: LocalBackend) -> None:
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+def test_ctrl_c_stops_the_watch_with_exit_130(backend: LocalBackend) -> None:
+    """The bound on the watch keeps Ctrl-C as it was: `tau run status --watch` stops, says the run keeps
+    running, and exits 130."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        ref, _run = _hand_run(backend, procs, "Running", child=True)
+        tau = str(Path(sys.executable).parent / "tau")
+        watch = subprocess.Popen([tau, "run", "status", ref.name, "--watch", "--interval", "200ms"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert watch.stdout is not None
+        assert watch.stdout.readline().startswith(f"watching {ref.name}")
+        watch.send_signal(signal.SIGINT)
+        _out, err = watch.communicate(timeout=30)
+        assert watch.returncode == 130, err
+        assert f"{ref.name} keeps running" in err
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
