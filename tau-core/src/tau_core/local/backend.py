@@ -217,20 +217,24 @@ class LocalBackend:
             time.sleep(interval)
 
     def watch_status(self, ref: RunRef, *, interval: float = 2.0, max_iterations: int = 0,
-                     **_cluster_options: Any) -> Iterator[RunStatus]:
+                     timeout: float | None = None, **_cluster_options: Any) -> Iterator[RunStatus]:
         """Status frames: the first at once, then one whenever the run changes (checked every 0.1 s, at
-        most one frame per ``interval``); ends after the frame that shows the run finished."""
+        most one frame per ``interval``); ends after the frame that shows the run finished (terminal:
+        evidence written or supervisor gone), or after ``timeout`` seconds with the current frame.
+        ``terminal`` is part of the change key, so the frame that only settles the evidence still ends it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         frames, last_key, last_at = 0, None, 0.0
         while True:
             st = self.status(ref)
-            key = (st.extra.get("state"), st.attempt, tuple((p.name, p.state, p.detail) for p in st.phases))
-            done = st.terminal and (st.extra.get("evidence_done") or not st.extra.get("supervisor_alive"))
+            done = st.terminal
+            key = (done, st.extra.get("state"), st.attempt, tuple((p.name, p.state, p.detail) for p in st.phases))
             now = time.monotonic()
-            if key != last_key and (frames == 0 or done or now - last_at >= interval):
+            expired = deadline is not None and now >= deadline
+            if expired or (key != last_key and (frames == 0 or done or now - last_at >= interval)):
                 frames += 1
                 last_key, last_at = key, now
                 yield st
-                if done or (max_iterations and frames >= max_iterations):
+                if done or expired or (max_iterations and frames >= max_iterations):
                     return
             time.sleep(0.1)
 
