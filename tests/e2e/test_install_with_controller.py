@@ -88,3 +88,5 @@ def test_install_is_ready_from_the_real_controllers_status(tau_cli, tau_env, hel
     snapshot = yaml.safe_load((tmp_path / "snapshot.yaml").read_text())
     assert snapshot["profileSetHash"] == profiles["profileSetHash"]
     assert len(snapshot["profiles"]) == len(declared)
+    # The chart's RBAC covered everything the controller did under its ServiceAccount.
+    assert "forbidden" not in pod.log().lower(), pod.log()
