@@ -129,7 +129,9 @@ class DaemonSetStatus:
 
 
 class TauClusterStandIn:
-    """A test-side stand-in for the Tau controller (issue 11), which is not part of this branch.
+    """A test-side stand-in for the Tau controller, for tests about the readers of its status.
+
+    tests/e2e/test_install_with_controller.py runs the real controller (``DeploymentProcess``) instead.
 
     It writes the status the controller publishes for the singleton: the generation observed, phase Ready,
     NodesReady=True and every declared workload profile resolved and Ready, with the profileSetHash
