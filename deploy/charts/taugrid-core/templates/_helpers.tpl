@@ -19,3 +19,10 @@ runAsUser: 1000
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/* The Portal Service's cluster DNS names (the Host headers its mounted Stellar accepts). */}}
+{{- define "tgc.portalHosts" -}}
+{{- $s := .Values.portal.serviceName -}}
+{{- $ns := .Release.Namespace -}}
+{{- printf "%s,%s.%s,%s.%s.svc,%s.%s.svc.cluster.local" $s $s $ns $s $ns $s $ns -}}
+{{- end }}

@@ -23,8 +23,12 @@ from tau_core.errors import ConfigError
 SNAPSHOT_API_VERSION = "tau.azure.com/v1alpha1"
 SNAPSHOT_KIND = "TauWorkloadProfileSnapshot"
 EXECUTION_TARGETS = ("singleCluster", "multiKueue")
+#: The keys of a resolved profile (the controller's status.workloadProfiles.profiles[]): the normalized intent, the
+#: Kueue/priority objects it resolved to (part of the profileSetHash) and the readiness fields (excluded from it).
 PROFILE_KEYS = ("name", "description", "applicability", "gpusPerWorker", "workerCount", "mode", "placement",
-                "defaultLocalQueue", "executionTarget", "priorities", "ready", "conditions", "observedGeneration")
+                "defaultLocalQueue", "executionTarget", "priorities", "localQueues", "clusterQueues",
+                "resourceFlavors", "topologies", "workloadPriorityClasses", "podPriorityClasses",
+                "ready", "conditions", "observedGeneration")
 
 
 def profile_set_hash(profiles: list[Mapping[str, Any]]) -> str:

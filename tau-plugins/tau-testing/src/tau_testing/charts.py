@@ -129,7 +129,9 @@ class DaemonSetStatus:
 
 
 class TauClusterStandIn:
-    """A test-side stand-in for the Tau controller (issue 11), which is not part of this branch.
+    """A test-side stand-in for the Tau controller, for tests about the readers of its status.
+
+    tests/e2e/test_install_with_controller.py runs the real controller (``DeploymentProcess``) instead.
 
     It writes the status the controller publishes for the singleton: the generation observed, phase Ready,
     NodesReady=True and every declared workload profile resolved and Ready, with the profileSetHash
@@ -192,3 +194,62 @@ def previous_chart_revision() -> str:
     if not log:
         raise RuntimeError("git history holds no version of deploy/charts (a shallow clone?)")
     return log[1] if len(log) > 1 else log[0]
+
+
+class DeploymentProcess:
+    """Run an installed Deployment's container as a local process, the way a kubelet would start its pod.
+
+    The simulator runs no kubelet. A thread waits until ``namespace/name`` exists in the simulated store, then
+    starts ``command`` followed by the container's own ``args`` (as Helm rendered them), with the ServiceAccount's
+    identity (a kubeconfig for ``system:serviceaccount:<ns>:<serviceAccountName>``, so the chart's RBAC is what
+    authorises it) and with ``bind_flags`` moved to loopback port 0. Call ``stop()`` when done.
+    """
+
+    def __init__(self, cluster: Any, namespace: str, name: str, command: list[str], workdir: Path, *,
+                 bind_flags: tuple[str, ...] = ()) -> None:
+        import threading
+
+        self.cluster, self.namespace, self.name, self.command = cluster, namespace, name, command
+        self.workdir, self.bind_flags = workdir, bind_flags
+        self.process: subprocess.Popen[bytes] | None = None
+        self.args: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._wait_and_start, daemon=True, name=f"pod-{name}")
+        self._thread.start()
+
+    def _wait_and_start(self) -> None:
+        while not self._stop.wait(0.2):
+            deployment = self.cluster.store.get("apps/v1", "Deployment", self.namespace, self.name)
+            if deployment is not None:
+                self._start(deployment)
+                return
+
+    def _start(self, deployment: dict[str, Any]) -> None:
+        spec = deployment["spec"]["template"]["spec"]
+        account = spec.get("serviceAccountName", "default")
+        user = f"system:serviceaccount:{self.namespace}:{account}"
+        if user not in self.cluster.users:
+            self.cluster.add_user(user, ["system:serviceaccounts", f"system:serviceaccounts:{self.namespace}",
+                                         "system:authenticated"])
+        kubeconfig = self.cluster.write_kubeconfig(self.workdir / "kubeconfig", user=user)
+        args = [str(a) for a in spec["containers"][0].get("args") or []]
+        self.args = list(args)
+        args = [f"{a.split('=', 1)[0]}=127.0.0.1:0" if a.split("=", 1)[0] in self.bind_flags else a for a in args]
+        log = (self.workdir / "process.log").open("wb")
+        self.process = subprocess.Popen([*self.command, *args, "--kubeconfig", str(kubeconfig)],
+                                        stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
+
+    def log(self) -> str:
+        path = self.workdir / "process.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)

@@ -1,0 +1,101 @@
+"""The Portal's pieces of taugrid-core, rendered by the real Helm (issue 14): the Deployment runs exactly the
+flags `taugrid-portal portal serve` defines, ClusterIP only, its RBAC is deploy/portal/rbac.yaml, the workspace
+directory is a mounted ConfigMap the Portal's own loader accepts, and Stellar's Host allowlist is the Service."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from .conftest import ROOT
+
+DIRECTORY = {"localCluster": "local", "workspaces": [
+    {"id": "aurora", "cluster": "local", "team": "vision", "namespace": "aurora", "localQueue": "jobqueue",
+     "source": "local", "default": True, "authorization": {"mode": "workspace-rbac", "groups": ["g-aurora"]}}]}
+
+
+def _portal(objects, kind, name="tau-portal"):
+    [obj] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+@pytest.fixture(scope="module")
+def managed(render, tmp_path_factory):
+    values = tmp_path_factory.mktemp("portal") / "values.yaml"
+    values.write_text(yaml.safe_dump({"taugrid-core": {"portal": {
+        "workspaceDirectory": DIRECTORY, "jobsScopeMode": "workspace", "cluster": "local"}}}))
+    return render("-f", str(values))
+
+
+def test_the_deployment_invokes_only_flags_portal_serve_defines(render):
+    from taugrid_portal.portal.cli import serve
+
+    container = _portal(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["taugrid-portal"] and container["args"][:2] == ["portal", "serve"]
+    defined = {opt for param in serve.params for opt in param.opts}
+    flags = [a.split("=", 1)[0] for a in container["args"][2:]]
+    assert set(flags) <= defined, set(flags) - defined
+    assert "--addr=0.0.0.0:8080" in container["args"] and "--in-cluster" in container["args"]
+    # the values the chart passes are ones the command accepts
+    choices = {p.opts[0]: p.type.choices for p in serve.params if hasattr(p.type, "choices")}
+    for arg in container["args"][2:]:
+        flag, _, value = arg.partition("=")
+        if flag in choices:
+            assert value in choices[flag], arg
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+
+
+def test_clusterip_service_serviceaccount_and_no_ingress(render):
+    objects = render()
+    service = _portal(objects, "Service")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert not [o for o in objects if o["kind"] in ("Ingress", "Route", "HTTPRoute")]
+    assert not [o for o in objects if o["kind"] == "Service" and o["spec"].get("type") in ("NodePort", "LoadBalancer")]
+    pod = _portal(objects, "Deployment")["spec"]["template"]["spec"]
+    assert _portal(objects, "ServiceAccount")["metadata"]["namespace"] == "tau-system"
+    assert pod["serviceAccountName"] == "tau-portal"
+
+
+def test_the_cluster_role_is_deploy_portal_rbac_yaml(render):
+    objects = render()
+    source = {d["kind"]: d for d in yaml.safe_load_all((ROOT / "deploy" / "portal" / "rbac.yaml").read_text())}
+    role = _portal(objects, "ClusterRole", "tau-portal-reader")
+    assert role["rules"] == source["ClusterRole"]["rules"]
+    binding = _portal(objects, "ClusterRoleBinding", "tau-portal-reader")
+    assert binding["roleRef"] == source["ClusterRoleBinding"]["roleRef"]
+    assert binding["subjects"] == source["ClusterRoleBinding"]["subjects"]
+
+
+def test_stellar_accepts_exactly_the_service_dns_names(render):
+    container = _portal(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["TAU_STELLAR_ALLOWED_HOSTS"].split(",") == [
+        "tau-portal", "tau-portal.tau-system", "tau-portal.tau-system.svc", "tau-portal.tau-system.svc.cluster.local"]
+
+
+def test_no_directory_means_no_configmap_and_no_flag(render):
+    objects = render()
+    args = _portal(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not any(a.startswith("--workspace-directory") for a in args)
+    assert not [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "tau-portal-workspaces"]
+
+
+def test_workspace_directory_is_a_mounted_configmap_the_portal_accepts(managed, tmp_path):
+    from taugrid_portal.portal.directory import load_directory
+
+    pod = _portal(managed, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert "--workspace-directory=/etc/tau-portal/workspaces.json" in container["args"]
+    assert "--jobs-scope-mode=workspace" in container["args"]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == "workspace-directory"]
+    assert (mount["mountPath"], mount["subPath"], mount["readOnly"]) == (
+        "/etc/tau-portal/workspaces.json", "workspaces.json", True)
+    [volume] = [v for v in pod["volumes"] if v["name"] == "workspace-directory"]
+    config = _portal(managed, "ConfigMap", volume["configMap"]["name"])
+    (tmp_path / "workspaces.json").write_text(config["data"]["workspaces.json"])
+    assert json.loads(config["data"]["workspaces.json"]) == DIRECTORY
+    directory = load_directory(tmp_path / "workspaces.json")
+    assert [w.id for w in directory.workspaces] == ["aurora"]
