@@ -187,3 +187,31 @@ def test_a_restarted_controller_keeps_the_stamped_backoff(live, tau_env, control
     cluster.wait_for(lambda: (_job(cluster) or {}).get("metadata", {}).get("annotations", {})
                      .get(keys.RETRY_ATTEMPT) == "1", timeout=30)
     assert keys.RETRY_DUE not in _job(cluster)["metadata"]["annotations"]  # the new attempt starts clean
+
+
+def test_a_resubmission_cut_short_after_its_event_is_finished_by_the_next_controller(live, tau_env,
+                                                                                      controller_factory):
+    """The controller records the next attempt on the retry Event before deleting the failed workload: when it
+    stops after the Event (here: the delete keeps failing), a new controller finishes that very attempt, once."""
+    cluster, controller = live
+    fault = cluster.faults.add(method="DELETE", path_regex="/namespaces/aurora/jobs/pre", status=500)
+    env = {k: v for k, v in {**os.environ, **tau_env}.items() if v is not None}
+    proc = subprocess.Popen([shutil.which("tau") or "tau", "run", "pre", "-n", "aurora"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cluster.wait_for(lambda: cluster.store.get("v1", "Event", "aurora", "pre-retry-1") and fault.fired, timeout=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    controller.stop()
+    fault.remove()
+    recorded = cluster.store.get("v1", "Event", "aurora", "pre-retry-1")["metadata"]["annotations"][keys.RETRY_NEXT]
+    assert _job(cluster)["metadata"]["annotations"].get(keys.RETRY_ATTEMPT) is None  # still the failed attempt
+    controller_factory(cluster)
+    cluster.wait_for(lambda: _complete(cluster), timeout=60)
+    job = _job(cluster)
+    assert job["metadata"]["annotations"][keys.RETRY_ATTEMPT] == "1"
+    assert job["metadata"]["annotations"][keys.SUBMISSION_ID] in recorded  # the recorded attempt, not a new one
+    creates = [r for r in cluster.requests.entries if r.method == "POST" and r.resource == "jobs.batch"
+               and r.status == 201]
+    assert len(creates) == 2  # the submission and exactly one resubmission

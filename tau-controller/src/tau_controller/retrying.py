@@ -9,6 +9,7 @@ workload's own spec (``tau_core.retry.next_attempt``), never a re-render.  The d
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -103,14 +104,19 @@ async def reconcile_retry(ctx: Ctx, key: str) -> float | None:
     remaining = await _backoff_remaining(ctx, KINDS[kind_name], obj, policy.backoff(attempt + 1))
     if remaining is None or remaining > 0:
         return remaining
-    if not await _create_event(ctx, retry_event(attempt=attempt + 1, reason=reason,
-                                                signature=failure_signature(snap), **common)):
-        log.info("attempt %d of %s/%s was already resubmitted; not resubmitting again", attempt + 1, ns, name)
-        return None
     publication = secrets.token_hex(8) if annotations.get(keys.ARTIFACT_PUBLICATION_ID) else None
     new = next_attempt(obj, attempt=attempt + 1, reason=reason, policy=policy, submission_id=secrets.token_hex(12),
                        publication_id=publication, pod_template=_pod_template(snap) if kind_name == "Job" else None)
     new["metadata"]["annotations"].pop(keys.RETRY_DUE, None)
+    event = retry_event(attempt=attempt + 1, reason=reason, signature=failure_signature(snap), **common)
+    event["metadata"].setdefault("annotations", {})[keys.RETRY_NEXT] = json.dumps(new, separators=(",", ":"))
+    if not await _create_event(ctx, event):
+        recorded = await _recorded_attempt(ctx, ns, event["metadata"]["name"])
+        if recorded is None:
+            log.info("attempt %d of %s/%s was already resubmitted; not resubmitting again", attempt + 1, ns, name)
+            return None
+        log.info("finishing the interrupted resubmission of %s/%s as attempt %d", ns, name, attempt + 1)
+        new = recorded
     await _replace(ctx, KINDS[kind_name], ns, name, uid, new)
     log.info("resubmitted %s/%s as attempt %d/%d after %s", ns, name, attempt + 1, policy.max_retries, reason.value)
     return None
@@ -136,6 +142,23 @@ async def _backoff_remaining(ctx: Ctx, kind: Kind, obj: dict[str, Any], backoff:
                 return None  # deleted, replaced or changed meanwhile: the watch brings the current object back
             raise
     return max(0.0, (due - now).total_seconds())
+
+
+async def _recorded_attempt(ctx: Ctx, ns: str, event_name: str) -> dict[str, Any] | None:
+    """The next attempt recorded on an existing retry Event (the failed workload is still there, so the controller
+    that created the Event stopped before replacing it), or None when the Event carries none."""
+    try:
+        event = await ctx.client.session.get(f"/api/v1/namespaces/{ns}/events/{event_name}")
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    text = ((event.get("metadata") or {}).get("annotations") or {}).get(keys.RETRY_NEXT)
+    try:
+        recorded = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 async def _replace(ctx: Ctx, kind: Kind, ns: str, name: str, uid: str | None, new: dict[str, Any]) -> None:
