@@ -147,3 +147,71 @@ def test_status_shows_the_coming_attempt_and_its_owner(live, tau_env, tau_cli):
     assert "Result: failed (Preempted)" in result.stdout
     line = next(x for x in result.stdout.splitlines() if x.startswith("Retry: "))
     assert line.startswith("Retry: attempt 1/2, retrying in ") and line.endswith("(owned by the Tau controller)")
+
+
+def _failed(cluster: Any) -> bool:
+    return any(c["type"] == "Failed" and c["status"] == "True" for c in
+               ((_job(cluster) or {}).get("status") or {}).get("conditions") or [])
+
+
+def test_a_restarted_controller_keeps_the_stamped_backoff(live, tau_env, controller_factory):
+    """The retry due time lives on the failed workload: a new controller honours it instead of starting the
+    backoff again (here a 10 minute backoff whose due time has passed while no controller ran)."""
+    from datetime import UTC, datetime, timedelta
+
+    from tau_core.status_tree import parse_time
+
+    cluster, controller = live
+    config = Path("tau/pre.yaml")
+    config.write_text(config.read_text().replace("backoff_initial: 0s", "backoff_initial: 10m"))
+    env = {k: v for k, v in {**os.environ, **tau_env}.items() if v is not None}
+    proc = subprocess.Popen([shutil.which("tau") or "tau", "run", "pre", "-n", "aurora"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cluster.wait_for(lambda: _failed(cluster), timeout=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    observed = datetime.now(UTC)
+    cluster.wait_for(lambda: keys.RETRY_DUE in _job(cluster)["metadata"]["annotations"], timeout=30)
+    due = parse_time(_job(cluster)["metadata"]["annotations"][keys.RETRY_DUE])
+    assert due is not None and due > observed + timedelta(minutes=9)  # counted from the failure, 10m backoff
+    controller.stop()
+    assert cluster.store.get("v1", "Event", "aurora", "pre-retry-1") is None  # not resubmitted early
+    assert _job(cluster)["metadata"]["annotations"].get(keys.RETRY_ATTEMPT) is None
+    # the due time passes while no controller runs: the new one resubmits at once, not 10 minutes later
+    past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat(timespec="milliseconds")
+    cluster.store.patch("batch/v1", "Job", "aurora", "pre", {"metadata": {"annotations": {keys.RETRY_DUE: past}}})
+    controller_factory(cluster)
+    cluster.wait_for(lambda: cluster.store.get("v1", "Event", "aurora", "pre-retry-1"), timeout=30)
+    cluster.wait_for(lambda: (_job(cluster) or {}).get("metadata", {}).get("annotations", {})
+                     .get(keys.RETRY_ATTEMPT) == "1", timeout=30)
+    assert keys.RETRY_DUE not in _job(cluster)["metadata"]["annotations"]  # the new attempt starts clean
+
+
+def test_a_resubmission_cut_short_after_its_event_is_finished_by_the_next_controller(live, tau_env,
+                                                                                      controller_factory):
+    """The controller records the next attempt on the retry Event before deleting the failed workload: when it
+    stops after the Event (here: the delete keeps failing), a new controller finishes that very attempt, once."""
+    cluster, controller = live
+    fault = cluster.faults.add(method="DELETE", path_regex="/namespaces/aurora/jobs/pre", status=500)
+    env = {k: v for k, v in {**os.environ, **tau_env}.items() if v is not None}
+    proc = subprocess.Popen([shutil.which("tau") or "tau", "run", "pre", "-n", "aurora"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cluster.wait_for(lambda: cluster.store.get("v1", "Event", "aurora", "pre-retry-1") and fault.fired, timeout=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    controller.stop()
+    fault.remove()
+    recorded = cluster.store.get("v1", "Event", "aurora", "pre-retry-1")["metadata"]["annotations"][keys.RETRY_NEXT]
+    assert _job(cluster)["metadata"]["annotations"].get(keys.RETRY_ATTEMPT) is None  # still the failed attempt
+    controller_factory(cluster)
+    cluster.wait_for(lambda: _complete(cluster), timeout=60)
+    job = _job(cluster)
+    assert job["metadata"]["annotations"][keys.RETRY_ATTEMPT] == "1"
+    assert job["metadata"]["annotations"][keys.SUBMISSION_ID] in recorded  # the recorded attempt, not a new one
+    creates = [r for r in cluster.requests.entries if r.method == "POST" and r.resource == "jobs.batch"
+               and r.status == 201]
+    assert len(creates) == 2  # the submission and exactly one resubmission

@@ -9,8 +9,9 @@ workload's own spec (``tau_core.retry.next_attempt``), never a re-render.  The d
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
-import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tau_controller.api import Kind
@@ -100,26 +101,64 @@ async def reconcile_retry(ctx: Ctx, key: str) -> float | None:
         await _create_event(ctx, retry_event(attempt=attempt, reason=reason, signature=failure_signature(snap),
                                              outcome="exhausted", **common))
         return None
-    remaining = _backoff_remaining(ctx, uid, policy.backoff(attempt + 1))
-    if remaining > 0:
+    remaining = await _backoff_remaining(ctx, KINDS[kind_name], obj, policy.backoff(attempt + 1))
+    if remaining is None or remaining > 0:
         return remaining
-    if not await _create_event(ctx, retry_event(attempt=attempt + 1, reason=reason,
-                                                signature=failure_signature(snap), **common)):
-        log.info("attempt %d of %s/%s was already resubmitted; not resubmitting again", attempt + 1, ns, name)
-        return None
     publication = secrets.token_hex(8) if annotations.get(keys.ARTIFACT_PUBLICATION_ID) else None
     new = next_attempt(obj, attempt=attempt + 1, reason=reason, policy=policy, submission_id=secrets.token_hex(12),
                        publication_id=publication, pod_template=_pod_template(snap) if kind_name == "Job" else None)
+    new["metadata"]["annotations"].pop(keys.RETRY_DUE, None)
+    event = retry_event(attempt=attempt + 1, reason=reason, signature=failure_signature(snap), **common)
+    event["metadata"].setdefault("annotations", {})[keys.RETRY_NEXT] = json.dumps(new, separators=(",", ":"))
+    if not await _create_event(ctx, event):
+        recorded = await _recorded_attempt(ctx, ns, event["metadata"]["name"])
+        if recorded is None:
+            log.info("attempt %d of %s/%s was already resubmitted; not resubmitting again", attempt + 1, ns, name)
+            return None
+        log.info("finishing the interrupted resubmission of %s/%s as attempt %d", ns, name, attempt + 1)
+        new = recorded
     await _replace(ctx, KINDS[kind_name], ns, name, uid, new)
     log.info("resubmitted %s/%s as attempt %d/%d after %s", ns, name, attempt + 1, policy.max_retries, reason.value)
     return None
 
 
-def _backoff_remaining(ctx: Ctx, uid: str | None, backoff: float) -> float:
-    """Seconds left before the retry may be submitted, counted from when this controller first saw the failure."""
-    seen: dict[str | None, float] = ctx.memo.setdefault("retry-failed-at", {})
-    first = seen.setdefault(uid, time.monotonic())
-    return max(0.0, first + backoff - time.monotonic())
+async def _backoff_remaining(ctx: Ctx, kind: Kind, obj: dict[str, Any], backoff: float) -> float | None:
+    """Seconds left before the retry may be submitted, counted from the due time stamped on the failed workload
+    (``tau.azure.com/retry-due``), so a restarted controller keeps the original backoff.  None: the workload is
+    gone (or was replaced) while stamping it."""
+    from tau_core.status_tree import parse_time
+
+    meta = obj["metadata"]
+    now = datetime.now(UTC)
+    due = parse_time((meta.get("annotations") or {}).get(keys.RETRY_DUE))
+    if due is None:
+        due = now + timedelta(seconds=backoff)
+        patch = {"metadata": {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion"),
+                              "annotations": {keys.RETRY_DUE: due.isoformat(timespec="milliseconds")}}}
+        try:
+            await ctx.client.session.patch(kind.path(meta["namespace"], meta["name"]), patch)
+        except KubeApiError as exc:
+            if exc.status in (404, 409):
+                return None  # deleted, replaced or changed meanwhile: the watch brings the current object back
+            raise
+    return max(0.0, (due - now).total_seconds())
+
+
+async def _recorded_attempt(ctx: Ctx, ns: str, event_name: str) -> dict[str, Any] | None:
+    """The next attempt recorded on an existing retry Event (the failed workload is still there, so the controller
+    that created the Event stopped before replacing it), or None when the Event carries none."""
+    try:
+        event = await ctx.client.session.get(f"/api/v1/namespaces/{ns}/events/{event_name}")
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    text = ((event.get("metadata") or {}).get("annotations") or {}).get(keys.RETRY_NEXT)
+    try:
+        recorded = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 async def _replace(ctx: Ctx, kind: Kind, ns: str, name: str, uid: str | None, new: dict[str, Any]) -> None:

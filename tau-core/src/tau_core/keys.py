@@ -144,6 +144,12 @@ CONTROLLER_LEASE: Final = "tau-core-controller.tau.azure.com"
 RETRY_OWNER: Final = "tau.azure.com/retry-owner"
 #: The run's retry policy (JSON: maxRetries, retryOn, backoffInitialSeconds, backoffMaxSeconds, checkpointPath).
 RETRY_POLICY: Final = "tau.azure.com/retry-policy"
+#: On a failed workload whose retry the controller owns: when (RFC 3339, UTC) its next attempt is due.  Stamped
+#: once, when the controller first sees the failure, so the backoff survives a controller restart.
+RETRY_DUE: Final = "tau.azure.com/retry-due"
+#: On the controller's retry Event ``<run>-retry-<n>``: the next attempt's full object (JSON), recorded before the
+#: failed workload is deleted so a controller that stops between the delete and the create can finish it.
+RETRY_NEXT: Final = "tau.azure.com/retry-next"
 
 # -- managed workflows and the Python SDK (issue 17) -------------------------------------------
 #: Digest of the (redacted) managed manifest a RayJob was rendered from, and its workflow kind.
