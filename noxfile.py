@@ -106,6 +106,7 @@ def tests(session: nox.Session) -> None:
                 success_codes=[0, 5])
     for name in EXAMPLES:
         session.notify(f"example({name})")
+    session.notify("iac")  # checkov over deploy/terraform/aks gates CI too
 
 
 @nox.session(python=PYTHON)
