@@ -51,7 +51,7 @@ def controller(platform: Any, controller_factory: Callable[..., Controller]) -> 
 
 @pytest.fixture
 def tau_commands() -> None:
-    """The ``tau run`` and ``tau workspace`` roots (tau-run, tau-workspace): installed by ``nox -s tests``, absent
-    from the isolated ``nox -s "dist(tau-controller)"`` session, where the tests that drive the CLI are skipped."""
-    pytest.importorskip("tau_run", reason="needs the tau-run distribution (nox -s tests installs it)")
-    pytest.importorskip("tau_workspace", reason="needs the tau-workspace distribution (nox -s tests installs it)")
+    """The ``tau run`` and ``tau workspace`` roots: tau-controller's test extra installs them (also in the
+    isolated ``nox -s "dist(tau-controller)"`` session), so a missing one is an error, never a skip."""
+    import tau_run  # noqa: F401
+    import tau_workspace  # noqa: F401
