@@ -147,6 +147,7 @@ class WorkloadHandle:
 
     # -- the manifest -----------------------------------------------------------------------------
     def base_manifest(self) -> dict[str, Any]:
+        """The kind-specific manifest body; TrainHandle and EvalHandle each define it (abstract here)."""
         raise NotImplementedError
 
     def _runtime(self) -> dict[str, Any]:
