@@ -72,8 +72,8 @@ def tau_ms(project: Path, home: Path) -> float:
 
 def backend_ms(project: Path, home: Path) -> float:
     os.environ["TAU_DATA_DIR"] = str(home)
+    from tau_core.backends.local.backend import LocalBackend
     from tau_core.lifecycle import SubmitRequest
-    from tau_core.local.backend import LocalBackend
 
     request = SubmitRequest(name="job", config={"entrypoint": "../script.py"}, objects=[], context={},
                             config_path=project / "tau" / "job.yaml")

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tau_core.local import ray as local_ray
+from tau_core.backends.local import ray as local_ray
 
 RUNS = int(os.environ.get("TAU_BENCH_RUNS", "2"))
 BIN = Path(sys.executable).parent

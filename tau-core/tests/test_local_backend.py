@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from tau_core.backends.local.backend import LocalBackend
 from tau_core.errors import ConfigError, ConflictError, NotFoundError, TauError, UsageError
 from tau_core.lifecycle import LogOptions, RunRef, SubmitRequest, get_backend
 from tau_core.lifecycle.base import ArtifactListing, FailureReason
-from tau_core.local.backend import LocalBackend
 
 pytestmark = pytest.mark.realclock  # real supervisor processes and signals on the wall clock
 
@@ -339,7 +339,7 @@ def test_run_survives_the_submitting_process_being_killed(home: Path, tmp_path: 
         import time
         from pathlib import Path
         from tau_core.lifecycle import SubmitRequest
-        from tau_core.local.backend import LocalBackend
+        from tau_core.backends.local.backend import LocalBackend
         ref = LocalBackend().submit(SubmitRequest(name="job", config={{"entrypoint": "../script.py"}}, objects=[],
                                     context={{}}, config_path=Path({str(project / 'tau' / 'job.yaml')!r}))).ref
         print(ref.name, flush=True)
@@ -455,7 +455,7 @@ def test_cancel_during_backoff_stops_the_retry_loop(backend: LocalBackend, submi
 def test_follow_prints_the_log_then_where_the_evidence_is(backend: LocalBackend, submit: Submit) -> None:
     import io
 
-    from tau_core.local.follow import follow_run
+    from tau_core.backends.local.follow import follow_run
 
     ref = submit("print('one')\nprint('two')\n")
     out, err = io.StringIO(), io.StringIO()
@@ -511,9 +511,9 @@ def test_retry_through_the_backend_starts_one_attempt_with_the_retry_environment
 def _hand_run(backend: LocalBackend, procs: list[subprocess.Popen[bytes]], state: str,
               child: bool = False) -> tuple[RunRef, Any]:
     """A registered run whose supervisor is a real process this test controls (and kills), at ``state``."""
+    from tau_core.backends.local import oom
+    from tau_core.backends.local.registry import create_run_dir, now_iso
     from tau_core.fsutil import write_json_atomic
-    from tau_core.local import oom
-    from tau_core.local.registry import create_run_dir, now_iso
 
     for _ in range(2 if child else 1):
         procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]))

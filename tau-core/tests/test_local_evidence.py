@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from tau_core.backends.local.evidence import STATUS_METRIC, EvidenceBridge, EvidenceError, parse_chunk
+from tau_core.backends.local.registry import RunDir
 from tau_core.fsutil import write_json_atomic
 from tau_core.hookspecs import hookimpl
-from tau_core.local.evidence import STATUS_METRIC, EvidenceBridge, EvidenceError, parse_chunk
-from tau_core.local.registry import RunDir
 from tau_core.plugins import Host, set_host
 
 RECEIVED: list[dict[str, Any]] = []
@@ -53,7 +53,7 @@ def host_with_sink() -> Iterator[None]:
 def bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EvidenceBridge:
     monkeypatch.setenv("TAU_DATA_DIR", str(tmp_path / "home"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))  # no taugrid-portal CLI: no Stellar page
-    monkeypatch.setattr("tau_core.local.evidence.find_portal_cli", lambda: None)
+    monkeypatch.setattr("tau_core.backends.local.evidence.find_portal_cli", lambda: None)
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
     write_json_atomic(run.run_file, {"run_id": "train-1", "created_at": "2026-01-01T00:00:00.000000Z"})

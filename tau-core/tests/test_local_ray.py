@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from tau_core.backends.local import ray as local_ray
+from tau_core.backends.local.backend import LocalBackend
 from tau_core.errors import ConfigError
 from tau_core.lifecycle import LogOptions, SubmitRequest
-from tau_core.local import ray as local_ray
-from tau_core.local.backend import LocalBackend
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,7 +71,7 @@ def test_without_ray_the_error_names_the_extra(home: Path, monkeypatch: pytest.M
 
 def test_the_plan_carries_the_cluster_runtime_env(home: Path) -> None:
     example = REPO / "examples" / "cpu-multi-interest-ray"
-    from tau_core.local.env import build_plan
+    from tau_core.backends.local.env import build_plan
 
     req = SubmitRequest(name="train", config={
         "name": "train", "engine": "rayjob", "entrypoint": "../multi_interest/train.py",

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from tau_core.backends.local.backend import LocalBackend
+from tau_core.backends.local.scaffold import scaffold_local_repo
 from tau_core.errors import ConflictError, UsageError
 from tau_core.lifecycle import RunRef, SubmitRequest
-from tau_core.local.backend import LocalBackend
-from tau_core.local.scaffold import scaffold_local_repo
 from tau_core.workspace.descriptor import load_descriptor
 
 

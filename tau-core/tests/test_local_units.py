@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from tau_core.backends.local import artifacts, oom, paths, publish
+from tau_core.backends.local.backend import _format_line, _tail_offset
+from tau_core.backends.local.env import parse_duration
+from tau_core.backends.local.registry import RunDir, find_run
 from tau_core.errors import ConfigError, NotFoundError, UsageError
 from tau_core.fsutil import write_json_atomic
 from tau_core.lifecycle.base import FailureReason
-from tau_core.local import artifacts, oom, paths, publish
-from tau_core.local.backend import _format_line, _tail_offset
-from tau_core.local.env import parse_duration
-from tau_core.local.registry import RunDir, find_run
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -165,8 +165,8 @@ def test_tail_offsets(tmp_path: Path) -> None:
 
 
 def test_damaged_registry_entries_give_one_line_errors(tmp_path: Path) -> None:
+    from tau_core.backends.local.backend import LocalBackend
     from tau_core.lifecycle import LogOptions, RunRef
-    from tau_core.local.backend import LocalBackend
 
     env = {"TAU_DATA_DIR": str(tmp_path)}
     runs = tmp_path / "runs"
@@ -185,8 +185,8 @@ def test_damaged_registry_entries_give_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_a_supervisor_that_never_started_is_reported(tmp_path: Path) -> None:
+    from tau_core.backends.local.backend import LocalBackend
     from tau_core.lifecycle import RunRef
-    from tau_core.local.backend import LocalBackend
 
     env = {"TAU_DATA_DIR": str(tmp_path)}
     run = tmp_path / "runs" / "stuck-1"
@@ -200,7 +200,7 @@ def test_a_supervisor_that_never_started_is_reported(tmp_path: Path) -> None:
 
 
 def test_exact_lookup_ignores_target_names(tmp_path: Path) -> None:
-    from tau_core.local.backend import LocalBackend
+    from tau_core.backends.local.backend import LocalBackend
 
     env = {"TAU_DATA_DIR": str(tmp_path)}
     run = tmp_path / "runs" / "train-261202-000000-abcd"
@@ -217,9 +217,9 @@ def test_a_submitter_that_died_before_spawning_is_reported_at_once(tmp_path: Pat
     import subprocess
     import sys
 
+    from tau_core.backends.local.backend import LocalBackend
+    from tau_core.backends.local.registry import now_iso
     from tau_core.lifecycle import RunRef
-    from tau_core.local.backend import LocalBackend
-    from tau_core.local.registry import now_iso
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True)

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tau_core import pathsafe
+from tau_core.backends.local import artifacts
+from tau_core.backends.local.scaffold import scaffold_local_repo
 from tau_core.config.targets import resolve_target
 from tau_core.errors import ConfigError, ConflictError, TauError, UsageError
-from tau_core.local import artifacts
-from tau_core.local.scaffold import scaffold_local_repo
 
 
 @pytest.mark.parametrize("bad", ["", "/etc/passwd", "~/x", "a/../../b", "..", "a\\b", "C:x", "a\0b", "a\x1b]0;x\x07",

@@ -78,7 +78,7 @@ class Local:
                 "phases": [(p["name"], p["state"]) for p in doc["phases"]], "extra": extra}
 
     def _extra(self, run: str) -> dict[str, Any]:
-        from tau_core.local.backend import LocalBackend
+        from tau_core.backends.local.backend import LocalBackend
         return LocalBackend(env=self.env).status(_ref(run)).extra
 
     def wait(self, run: str, timeout: float = 60) -> dict[str, Any]:
@@ -286,7 +286,7 @@ def test_the_cli_killed_mid_run_leaves_status_and_logs_right(local: Local) -> No
 
 
 def test_the_cli_killed_at_any_point_of_submission_leaves_a_consistent_registry(local: Local) -> None:
-    from tau_core.local.backend import LocalBackend
+    from tau_core.backends.local.backend import LocalBackend
 
     project = local.project("print('ran to the end')\n")
     for delay in (0.05, 0.3, 0.6, 1.0):

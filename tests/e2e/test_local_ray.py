@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tau_core.local import ray as local_ray
+from tau_core.backends.local import ray as local_ray
 
 pytestmark = [pytest.mark.realclock, pytest.mark.slow]
 

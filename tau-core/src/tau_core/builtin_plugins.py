@@ -14,7 +14,7 @@ from tau_core.hookspecs import hookimpl
 def tau_register_execution_backends(register: Any) -> None:
     register("kubernetes", "tau_core.backends.kubernetes:KubernetesBackend",
              help="Jobs and RayJobs on a Kubernetes cluster, queued through Kueue")
-    register("local", "tau_core.local.backend:LocalBackend",
+    register("local", "tau_core.backends.local.backend:LocalBackend",
              help="supervised local processes on this machine")
 
 

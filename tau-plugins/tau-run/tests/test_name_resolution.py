@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tau_core import keys
+from tau_core.backends.local.backend import LocalBackend
 from tau_core.lifecycle import RunRef, SubmitRequest
-from tau_core.local.backend import LocalBackend
 from tau_testing.sim.scenarios.taugrid import NAMESPACE, TauGridScenario
 
 

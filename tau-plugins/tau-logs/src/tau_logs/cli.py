@@ -61,7 +61,7 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
     check_name(run_name)
     import os
 
-    from tau_core.local.dispatch import choose_local, cluster_twin_probe
+    from tau_core.backends.local.dispatch import choose_local, cluster_twin_probe
 
     found = choose_local(run_name, cluster_named=bool(context or namespace or workspace),
                          cluster_twin=cluster_twin_probe(run_name, lambda: lifecycle_target(

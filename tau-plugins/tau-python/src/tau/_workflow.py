@@ -210,7 +210,7 @@ class WorkloadHandle:
 
     # -- local execution ---------------------------------------------------------------------------
     def local_ctx(self, upstream_checkpoint: str | None = None) -> Ctx:
-        from tau_core.local import paths
+        from tau_core.backends.local import paths
 
         data, hot = paths.data_root(), paths.hot_root()
         out = data / "checkpoints" / "finetunes" / self.name

@@ -217,7 +217,7 @@ def record_packet(run: Run, state: str) -> int:
     """Write the packet's history to the local store through the telemetry sink; returns rows written."""
     from datetime import UTC, datetime
 
-    from tau_core.local import paths
+    from tau_core.backends.local import paths
     from tau_core.plugins import get_host
 
     registry = get_host().registry("telemetry_sinks")
@@ -271,7 +271,7 @@ def init(project: str | None = None, run: str | None = None, group: str | None =
     elif _inside_a_run():
         packet = Path(os.environ["TAU_OUTPUT_DIR"]) / "stellar" / "packet"
     else:
-        from tau_core.local import paths
+        from tau_core.backends.local import paths
 
         packet = paths.tau_home() / "stellar" / project / run_id
     _current = Run(project, run_id, group, _slug(experiment) if experiment else "", packet, config, store)

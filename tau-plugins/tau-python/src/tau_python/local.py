@@ -58,7 +58,7 @@ def stage_local(handle: Any, root: Path, *, upstream_checkpoint: str | None, pro
 def run_with_local_backend(wf: Any) -> None:
     """Train, then eval with the train's checkpoint, each as a followed local-backend run."""
     from tau._submit import run_tau
-    from tau_core.local import paths
+    from tau_core.backends.local import paths
     from tau_core.output import info
     from tau_python.flow import CLIFailed
 

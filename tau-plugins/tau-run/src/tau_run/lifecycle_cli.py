@@ -66,8 +66,8 @@ def _backend(target: Any) -> Any:
 def _dispatch(name: str, namespace: str | None, workspace: str | None, context: str | None,
               system_namespace: str | None, project: str | None) -> tuple[Any, Any]:
     """(backend, ref): a local run goes to the local backend, anything else to the cluster
-    (the rules are :func:`tau_core.local.dispatch.choose_local`'s)."""
-    from tau_core.local.dispatch import choose_local, cluster_twin_probe
+    (the rules are :func:`tau_core.backends.local.dispatch.choose_local`'s)."""
+    from tau_core.backends.local.dispatch import choose_local, cluster_twin_probe
 
     found = choose_local(name, cluster_named=bool(namespace or workspace or context),
                          cluster_twin=cluster_twin_probe(
@@ -96,7 +96,7 @@ def list_(namespace: str | None, workspace: str | None, context: str | None, sys
       tau run list -n aurora --queue jobqueue
       tau run list --include-external -o json
     """
-    from tau_core.local.dispatch import local_rows
+    from tau_core.backends.local.dispatch import local_rows
 
     local = [] if queue else local_rows()
     target = None
@@ -493,7 +493,7 @@ def cancel(name: str, namespace: str | None, workspace: str | None, context: str
     object_seconds = parse_duration(timeout, "--timeout")
     teardown_seconds = parse_duration(teardown_timeout, "--teardown-timeout")
     poll = _parse_interval(interval)
-    from tau_core.local.dispatch import local_run
+    from tau_core.backends.local.dispatch import local_run
 
     found = local_run(name)
     if found is not None:
@@ -536,7 +536,7 @@ def resume(name: str, config: str, namespace: str | None, workspace: str | None,
     from tau_core.lifecycle.base import SubmitRequest
 
     check_name(name)
-    from tau_core.local.dispatch import local_run
+    from tau_core.backends.local.dispatch import local_run
 
     found = local_run(name)
     if found is not None:

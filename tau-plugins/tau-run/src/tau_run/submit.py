@@ -86,7 +86,7 @@ def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOp
 def _follow(backend: Any, backend_name: str, ref: Any) -> None:
     """--follow: stream the log to the end; the exit code says whether the run succeeded."""
     if backend_name == "local":
-        from tau_core.local.follow import follow_run
+        from tau_core.backends.local.follow import follow_run
 
         code = follow_run(ref.name)
     else:

@@ -96,8 +96,8 @@ def init_repo(name: str, local: bool, output: Path | None, force: bool) -> None:
       tau workspace init-repo my-research --local
       cd my-research && tau run smoke && tau run train
     """
+    from tau_core.backends.local.scaffold import scaffold_local_repo
     from tau_core.errors import UsageError
-    from tau_core.local.scaffold import scaffold_local_repo
 
     if not local:
         raise UsageError("this release scaffolds local-first repositories only; pass --local",

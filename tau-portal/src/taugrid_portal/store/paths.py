@@ -39,7 +39,7 @@ def resolve_store(explicit: str | None = None, env: Mapping[str, str] | None = N
             )
         parts = [_segment(n, env[n]) for n in ROOT_PARTS]
         return Path(root).expanduser().absolute().joinpath(*parts)
-    from tau_core.local.paths import exp_store_root
+    from tau_core.backends.local.paths import exp_store_root
 
     local = exp_store_root(env)
     if (local / "manifest.json").is_file():

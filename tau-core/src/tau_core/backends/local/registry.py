@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tau_core.backends.local import paths
 from tau_core.errors import NotFoundError
 from tau_core.fsutil import write_json_atomic
-from tau_core.local import paths
 
 SCHEMA = "tau.local.run.v1"
 RUN_FILE = "run.json"

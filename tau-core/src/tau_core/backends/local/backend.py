@@ -1,7 +1,7 @@
 """``LocalBackend``: the ``local`` execution backend (registered by ``tau_core.builtin_plugins``).
 
-Runs live in the local run registry (:mod:`tau_core.local.registry`); each is driven by its own
-supervisor process (:mod:`tau_core.local.supervisor`), so the CLI can exit, be interrupted or be
+Runs live in the local run registry (:mod:`tau_core.backends.local.registry`); each is driven by its own
+supervisor process (:mod:`tau_core.backends.local.supervisor`), so the CLI can exit, be interrupted or be
 killed at any time without affecting the run.  Every verb reads the registry, which makes
 ``status``, ``logs``, ``get`` and ``cancel`` work from any shell.
 
@@ -36,6 +36,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from tau_core.backends.local import artifacts, oom, paths, publish
+from tau_core.backends.local.env import build_plan
+from tau_core.backends.local.registry import (
+    TERMINAL,
+    RunDir,
+    create_run_dir,
+    find_run,
+    iter_runs,
+    now_iso,
+    parse_iso,
+)
 from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
 from tau_core.fsutil import write_json_atomic
 from tau_core.lifecycle.base import (
@@ -48,17 +59,6 @@ from tau_core.lifecycle.base import (
     RunSummary,
     SubmitRequest,
     SubmitResult,
-)
-from tau_core.local import artifacts, oom, paths, publish
-from tau_core.local.env import build_plan
-from tau_core.local.registry import (
-    TERMINAL,
-    RunDir,
-    create_run_dir,
-    find_run,
-    iter_runs,
-    now_iso,
-    parse_iso,
 )
 
 BACKEND = "local"
@@ -179,7 +179,7 @@ class LocalBackend:
         if request.config.get("runtime", {}) and (request.config.get("runtime") or {}).get("image"):
             notes.append("runtime.image is not used locally: the run uses this Python environment")
         if plan["engine"] == "rayjob" and plan["ray"]["pip"]:
-            from tau_core.local.ray import pip_note
+            from tau_core.backends.local.ray import pip_note
 
             notes.append(pip_note(plan["ray"]["pip"]))
         return SubmitResult(ref=RunRef(name=run_id, backend=BACKEND), created=True, message="; ".join(notes))
@@ -187,7 +187,7 @@ class LocalBackend:
     def _spawn(self, run: RunDir, env: Mapping[str, str]) -> None:
         with open(run.supervisor_log, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tau_core.local.supervisor", str(run.path)],
+                [sys.executable, "-m", "tau_core.backends.local.supervisor", str(run.path)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(run.path),
                 env=dict(env), start_new_session=True, close_fds=True)
         run.update(lambda r: r.update(spawned_at=now_iso()))
@@ -200,7 +200,7 @@ class LocalBackend:
     def status(self, ref: RunRef, **_cluster_options: Any) -> RunStatus:
         run = self._run(ref)
         record = self._record(run)
-        from tau_core.local.evidence import read_evidence
+        from tau_core.backends.local.evidence import read_evidence
 
         evidence = read_evidence(run)
         return build_status(run, record, evidence)
@@ -360,7 +360,7 @@ class LocalBackend:
             if child.get("pgid") and oom.alive(child.get("pid"), child.get("start_ticks")):
                 _killpg(int(child["pgid"]), signal.SIGKILL)  # an orphan of a lost supervisor
             if record.get("ray"):  # what is left of a lost supervisor's Ray head, job drivers included
-                from tau_core.local import ray as local_ray
+                from tau_core.backends.local import ray as local_ray
 
                 local_ray.clean_up_after(run.path, record["ray"])
             return
@@ -554,7 +554,7 @@ def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) 
     else:
         phases.append(Phase("Started", "pending", "waiting for the supervisor"))
 
-    from tau_core.local.ray import status_phase
+    from tau_core.backends.local.ray import status_phase
 
     ray_phase = status_phase(record.get("ray"))
     if ray_phase is not None:

@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tau_core.backends.local import paths
+from tau_core.backends.local.registry import RunDir, now_iso, read_json
 from tau_core.fsutil import write_json_atomic
-from tau_core.local import paths
-from tau_core.local.registry import RunDir, now_iso, read_json
 
 SINK_NAME = "experiment-store"
 STATUS_METRIC = "tau/run_status"

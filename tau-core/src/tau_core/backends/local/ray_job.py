@@ -1,6 +1,6 @@
 """One attempt of a local ``engine: rayjob`` run: a Ray job on the run's head, through the Jobs API.
 
-The supervisor (:mod:`tau_core.local.supervisor`) calls :func:`run_attempt`.  It starts the run's head
+The supervisor (:mod:`tau_core.backends.local.supervisor`) calls :func:`run_attempt`.  It starts the run's head
 on the first attempt (and again if it died), submits the entrypoint with ``JobSubmissionClient`` and the
 ``runtime_env`` the cluster RayJob carries (``working_dir`` with its excludes, ``env_vars`` with the
 ``TAU_*`` contract), copies the driver log into ``output.log`` as it is written, records the Ray job state
@@ -14,12 +14,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from tau_core.local import oom
-from tau_core.local import ray as local_ray
-from tau_core.local.registry import now_iso
+from tau_core.backends.local import oom
+from tau_core.backends.local import ray as local_ray
+from tau_core.backends.local.registry import now_iso
 
 if TYPE_CHECKING:
-    from tau_core.local.supervisor import Supervisor
+    from tau_core.backends.local.supervisor import Supervisor
 
 POLL = 0.25
 TERMINAL_JOB_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})

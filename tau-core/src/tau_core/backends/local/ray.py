@@ -17,7 +17,7 @@ One Ray head per run, owned by the run's supervisor:
 * the head advertises the logical CPUs the run asks for (head + workers), oversubscribing a small
   machine with a note, and no GPUs unless the machine has them.
 
-The job itself is submitted through the Jobs API by :mod:`tau_core.local.ray_job`.
+The job itself is submitted through the Jobs API by :mod:`tau_core.backends.local.ray_job`.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def plan_ray(get: Callable[[str], Any], *, target: str, python: str, cwd: Path, 
     import shlex
 
     if launcher == "ray-tune":
-        core = f"{shlex.quote(python)} -m tau_core.local.ray_tune"
+        core = f"{shlex.quote(python)} -m tau_core.backends.local.ray_tune"
     elif module:
         core = f"{shlex.quote(python)} -m {module}"
     else:

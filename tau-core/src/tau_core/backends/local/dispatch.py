@@ -18,7 +18,7 @@ def local_run(name: str, *, exact: bool = False) -> tuple[Any, RunRef] | None:
 
     ``exact=True`` matches run ids only (use it where a cluster run of the same name should win).
     """
-    from tau_core.local.backend import LocalBackend
+    from tau_core.backends.local.backend import LocalBackend
 
     backend = LocalBackend()
     run = backend.find(name, exact=exact)
@@ -81,7 +81,7 @@ def cluster_twin_probe(name: str, target_factory: Callable[[], Any]) -> Callable
 
 def local_rows() -> list[dict[str, Any]]:
     """``tau run list`` rows for local runs, newest first (``kind`` is ``local``, ``namespace`` empty)."""
-    from tau_core.local.backend import LocalBackend
+    from tau_core.backends.local.backend import LocalBackend
 
     return [{"name": r.ref.name, "namespace": None, "kind": r.kind, "status": r.state, "queue": None,
              "created": r.created, "source": "local"} for r in LocalBackend().list()]

@@ -37,7 +37,7 @@ def summary_lines(st: RunStatus) -> list[str]:
 
 def follow_run(name: str, *, out: TextIO | None = None, err: TextIO | None = None, tail: int | None = -1) -> int:
     """Stream the run's log until it ends, then print :func:`summary_lines` on stderr; returns 0 on success."""
-    from tau_core.local.backend import LocalBackend
+    from tau_core.backends.local.backend import LocalBackend
 
     out = out or sys.stdout
     err = err or sys.stderr

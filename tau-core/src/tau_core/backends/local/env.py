@@ -6,7 +6,7 @@ injected variables, the memory limit, the retry policy, the output/staging direc
 metric history globs.  What cannot work on this machine fails here, before anything starts, with
 a one-line error naming the field.
 
-Path mapping (see :func:`tau_core.local.paths.map_container_path`): ``/data/...`` is the local data
+Path mapping (see :func:`tau_core.backends.local.paths.map_container_path`): ``/data/...`` is the local data
 root (``TAU_DATA_DIR`` inside the run), ``/mnt/...`` the local hot root.
 
 Defaults that differ from the cluster because local run ids are unique per submission:
@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tau_core.backends.local import paths
+from tau_core.backends.local.oom import parse_memory
 from tau_core.errors import ConfigError
 from tau_core.lifecycle.base import SubmitRequest
-from tau_core.local import paths
-from tau_core.local.oom import parse_memory
 
 SETTABLE_TAU_ENV = ("TAU_RESUME_FROM", "TAU_RETRY_ATTEMPT", "TAU_RETRY_MAX", "TAU_RETRY_REASON")
 DEFAULT_RETRY_ON = ("Preempted", "Evicted")
@@ -192,7 +192,7 @@ def _ray_plan(request: SubmitRequest, config: Mapping[str, Any], cfg_dir: Path, 
               engine: str) -> dict[str, Any] | None:
     if engine != "rayjob":
         return None
-    from tau_core.local import ray as local_ray
+    from tau_core.backends.local import ray as local_ray
 
     return local_ray.plan_ray(lambda field: get(config, field), target=str(request.name or "run"),
                               python=sys.executable or "python3", cwd=_working_dir(config, cfg_dir, engine),
@@ -206,7 +206,7 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
     _refuse(config)
     engine = _engine(config)
     if engine == "rayjob":
-        from tau_core.local import ray as local_ray
+        from tau_core.backends.local import ray as local_ray
 
         if not local_ray.ray_installed():
             raise ConfigError("engine: rayjob runs its driver on a local Ray head, and Ray is not installed",

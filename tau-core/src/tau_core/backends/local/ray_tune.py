@@ -1,4 +1,4 @@
-"""The Ray Tune driver of a local ``execution.launcher: ray-tune`` run: ``python -m tau_core.local.ray_tune``.
+"""The Ray Tune driver of a local ``execution.launcher: ray-tune`` run: ``python -m tau_core.backends.local.ray_tune``.
 
 It reads the same ``TAU_TUNE_*`` variables as the driver the cluster RayJob ships, and sweeps
 ``execution.configs`` over the researcher's ``train_loop_per_worker(config)``: each trial is a Tune

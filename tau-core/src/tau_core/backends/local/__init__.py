@@ -9,7 +9,7 @@ Layout of the modules (all import-light; nothing here imports a plugin package):
 * :mod:`publish` - staged artifact publication (``storage.publish: staged``).
 * :mod:`artifacts` - safe resolution of ``tau run get --artifact`` paths.
 * :mod:`evidence` - the bridge that imports metric chunks into the experiment store.
-* :mod:`supervisor` - the small process (``python -m tau_core.local.supervisor RUN_DIR``) that runs a target.
-* :mod:`backend` - :class:`~tau_core.local.backend.LocalBackend`, the ``local`` execution backend.
+* :mod:`supervisor` - the small process (``python -m tau_core.backends.local.supervisor RUN_DIR``) that runs a target.
+* :mod:`backend` - :class:`~tau_core.backends.local.backend.LocalBackend`, the ``local`` execution backend.
 * :mod:`scaffold` - ``tau workspace init-repo NAME --local``.
 """

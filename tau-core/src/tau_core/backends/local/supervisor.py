@@ -1,6 +1,6 @@
-"""The local run supervisor: ``python -m tau_core.local.supervisor RUN_DIR``.
+"""The local run supervisor: ``python -m tau_core.backends.local.supervisor RUN_DIR``.
 
-Started by :class:`~tau_core.local.backend.LocalBackend` in a new session, it forks once more and
+Started by :class:`~tau_core.backends.local.backend.LocalBackend` in a new session, it forks once more and
 lets its parent exit, so it outlives the CLI and is never a zombie of it.  It then
 
 1. records ``Started``, runs the target in its own process group (``Running``), and appends every line
@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tau_core.local import oom
-from tau_core.local.registry import RunDir, now_iso
+from tau_core.backends.local import oom
+from tau_core.backends.local.registry import RunDir, now_iso
 
 TICK = 0.05
 RSS_INTERVAL = 0.2
@@ -94,7 +94,7 @@ class Supervisor:
         self.bridge: Any = None
         self._evidence_stop = threading.Event()
         self._evidence_attempt = 1
-        self.ray_head: Any = None  # tau_core.local.ray.RayHead of an engine: rayjob run, once started
+        self.ray_head: Any = None  # tau_core.backends.local.ray.RayHead of an engine: rayjob run, once started
 
     # -- signals ---------------------------------------------------------------------------
     def _on_term(self, signum: int, _frame: Any) -> None:
@@ -118,7 +118,7 @@ class Supervisor:
 
         def loop() -> None:
             # imported here, off the path that starts the workload
-            from tau_core.local.evidence import EvidenceBridge
+            from tau_core.backends.local.evidence import EvidenceBridge
 
             try:
                 self.bridge = EvidenceBridge(self.run, self.plan)
@@ -176,7 +176,7 @@ class Supervisor:
             head += f"; TAU_RESUME_FROM={resume_from}"
         self.log.tau(head)
         if plan.get("engine") == "rayjob":
-            from tau_core.local import ray_job
+            from tau_core.backends.local import ray_job
 
             info = ray_job.run_attempt(self, info, env)
         else:
@@ -240,7 +240,7 @@ class Supervisor:
                         max_attempts: int) -> dict[str, Any]:
         attempt = info["attempt"]
         if info["state"] == "Succeeded" and staging is not None and publication_id:
-            from tau_core.local import publish
+            from tau_core.backends.local import publish
 
             try:
                 names = publish.publish(staging, output, publication_id)
@@ -307,7 +307,7 @@ class Supervisor:
             retry_reason = reason
             resume_from = self.plan["checkpoint_path"]
         if self.ray_head is not None:
-            from tau_core.local import ray_job
+            from tau_core.backends.local import ray_job
 
             ray_job.stop(self)
         self._evidence_stop.set()
@@ -359,7 +359,7 @@ def _killpg(pgid: int, sig: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m tau_core.local.supervisor RUN_DIR", file=sys.stderr)
+        print("usage: python -m tau_core.backends.local.supervisor RUN_DIR", file=sys.stderr)
         return 2
     run_dir = RunDir(Path(args[0]))
     if not run_dir.exists():
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         text = _traceback()
         if supervisor is not None and supervisor.ray_head is not None:
-            from tau_core.local import ray as local_ray
+            from tau_core.backends.local import ray as local_ray
 
             local_ray.stop_head(supervisor.ray_head)
         try:
