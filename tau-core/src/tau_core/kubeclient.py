@@ -94,6 +94,37 @@ async def load_client(config: Mapping[str, Any], context: str) -> Any:
         loader = loader_cls(config_dict=dict(config), active_context=context)
         await loader.load_and_set(configuration)
     except config_exception as exc:
-        raise ClusterError(f"kubeconfig context \"{context}\" is unusable: {exc}",
-                           hint="repair the kubeconfig entry for this context, or pass --context") from exc
-    return api_client_cls(configuration)
+        raise _unusable(context, exc) from exc
+    client = api_client_cls(configuration)
+    if hasattr(loader, "exec_plugin_expiry"):
+        _refresh_exec_token(client, loader, configuration, context, config_exception)
+    return client
+
+
+def _unusable(context: str, exc: BaseException) -> ClusterError:
+    text = str(exc)
+    if text.startswith("exec: process returned"):  # the credential plugin's own error and hint, on one line each
+        lines = [line.strip() for line in text.split(". ", 1)[-1].splitlines() if line.strip()]
+        errors = [line.removeprefix("error:").strip() for line in lines if not line.startswith("hint:")]
+        hints = [line.removeprefix("hint:").strip() for line in lines if line.startswith("hint:")]
+        return ClusterError(f"the credential plugin of kubeconfig context \"{context}\" failed: "
+                            f"{errors[-1] if errors else text}",
+                            hint=hints[-1] if hints else "fix what the plugin reports, then run the command again")
+    return ClusterError(f"kubeconfig context \"{context}\" is unusable: {text}",
+                        hint="repair the kubeconfig entry for this context, or pass --context")
+
+
+def _refresh_exec_token(client: Any, loader: Any, configuration: Any, context: str, config_exception: Any) -> None:
+    """Run the exec credential plugin again before a request once its token has expired (the library only
+    runs it at load time), so long commands keep working across token lifetimes."""
+    send = client.call_api
+
+    async def call_api(*args: Any, **kwargs: Any) -> Any:
+        try:
+            await loader.load_from_exec_plugin()  # a no-op while the current token is valid
+        except config_exception as exc:
+            raise _unusable(context, exc) from exc
+        configuration.api_key["BearerToken"] = loader.token
+        return await send(*args, **kwargs)
+
+    client.call_api = call_api

@@ -67,7 +67,7 @@ def test_invalid_descriptor_reports_file_line_and_field(tau_cli, tmp_path):
     assert "workspace.connection.yaml:8:3: authorization.mode: 'open' is not one of" in result.stderr
 
 
-def test_aks_access_says_exactly_what_is_missing(tau_cli, tmp_path):
+def test_aks_access_asks_for_approval_before_any_sign_in(tau_cli, tau_env, tmp_path):
     repo = tmp_path / "repo"
     make_repo(repo)
     path = repo / "tau" / "workspace.connection.yaml"
@@ -78,8 +78,9 @@ def test_aks_access_says_exactly_what_is_missing(tau_cli, tmp_path):
     assert tau_cli("workspace", "connection", "--offline", str(repo)).exit_code == 0
     result = tau_cli("workspace", "connection", str(repo))
     assert result.exit_code == 1
-    assert "acquiring AKS credentials is not available in this release" in result.stderr
-    assert "access.method: kubeconfig" in result.stderr
+    assert "this repository has not been connected with Tau on this machine" in result.stderr
+    assert "AKS cluster:    /subscriptions/6f1e3b1a-0000-4000-8000-000000000001/" in result.stderr
+    assert not (Path(tau_env["TAU_CONFIG_DIR"]) / "auth").exists()  # no sign-in was attempted
 
 
 def test_unreachable_context_is_a_clean_error(tau_cli, tmp_path):

@@ -4,7 +4,9 @@
 
 1. the named kubeconfig context is isolated into a private kubeconfig (file 0600, directory
    0700) under the Tau config directory, so the repository never depends on whatever context
-   happens to be current;
+   happens to be current; for ``access.method: aks`` the kubeconfig comes from ARM
+   (``listClusterUserCredential``) and authenticates through Tau's own exec plugin
+   (:mod:`tau_core.workspace.aks`, signing in through :mod:`tau_core.azure_auth`);
 2. first use of a repository on a machine, a changed descriptor or a changed cluster entry
    needs the user's approval (non-interactive callers get a clear error);
 3. the TauWorkspace must be Ready at its current generation, its LocalQueue readable, and the
@@ -157,28 +159,35 @@ def connect(
     store: ConnectionStore | None = None,
     now: Callable[[], float] = time.time,
     force_verify: bool = False,
+    sign_in: bool | None = None,
 ) -> Connection:
-    """Verify and pin the descriptor's workspace; see the module docstring."""
+    """Verify and pin the descriptor's workspace; see the module docstring.
+
+    ``sign_in`` (AKS only) allows an interactive Entra sign-in; by default only when stdin is a terminal.
+    """
     env = os.environ if env is None else env
     store = store or ConnectionStore(config_dir(env))
-    if descriptor.access_method == "aks":
-        raise ClusterError(
-            "access.method aks is parsed and validated, but acquiring AKS credentials is not available in this "
-            "release of Tau",
-            hint="until it is, ask your platform team for a kubeconfig context and use access.method: kubeconfig",
-        )
     if descriptor.access_method == "local":
         raise TauError(
             f"{descriptor.path} declares a local workspace (access.method: local); there is no cluster to connect",
             hint="run targets on this machine with `tau run TARGET` (local is the default for this repository)",
         )
-
-    isolated, fingerprint = _isolate(descriptor, env)
     state = store.load(descriptor)
+    if descriptor.access_method == "aks":
+        if state is None and not confirm(review_text(descriptor), "Approve and connect?"):
+            raise TauError("workspace connection was not approved", hint="nothing was saved; rerun to review again")
+        cached = _aks_cached(descriptor, state, env, now=now, force_verify=force_verify, sign_in=sign_in)
+        if cached is not None:
+            return cached
+        isolated, fingerprint = _aks_isolate(descriptor, env, sign_in=sign_in)
+        approved = state is None
+    else:
+        isolated, fingerprint = _isolate(descriptor, env)
+        approved = False
     kubeconfig = store.kubeconfig_path(descriptor, fingerprint)
     changed = False
     if state is None:
-        if not confirm(review_text(descriptor), "Approve and connect?"):
+        if not approved and not confirm(review_text(descriptor), "Approve and connect?"):
             raise TauError("workspace connection was not approved", hint="nothing was saved; rerun to review again")
     else:
         target_changed = state.get("access_fingerprint") != fingerprint
@@ -197,22 +206,12 @@ def connect(
 
     write_private_kubeconfig(isolated, kubeconfig)
     verified = _verify(descriptor, kubeconfig)
-
-    pins = ("workspace_uid", "namespace", "queue", "service_account")
-    if state is not None and not changed:
-        drift = {k: (state.get(k), verified[k]) for k in pins if state.get(k) not in (None, verified[k])}
-        if drift:
-            details = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in drift.items())
-            question = (f"Pin the updated namespace {verified['namespace']} and LocalQueue {verified['queue']} "
-                        f"for workspace {descriptor.workspace}?")
-            if not confirm(f"The workspace changed since it was pinned: {details}", question):
-                raise TauError("workspace connection change was not confirmed", hint="the previous pins were kept")
-
+    _confirm_drift(descriptor, state if not changed else None, verified, confirm)
     new_state = {
         "schema": STATE_SCHEMA,
         "workspace": descriptor.workspace,
         "access_method": descriptor.access_method,
-        "access_identity": descriptor.context_name,
+        "access_identity": descriptor.aks_resource_id or descriptor.context_name,
         "access_fingerprint": fingerprint,
         "authorization_mode": descriptor.authorization_mode,
         "context_name": descriptor.context_name,
@@ -230,6 +229,69 @@ def connect(
     store.save(descriptor, new_state)
     store.prune_kubeconfigs(kubeconfig)
     return _connection_from_state(new_state, cached=False)
+
+
+def _confirm_drift(descriptor: ConnectionDescriptor, state: Mapping[str, Any] | None, verified: Mapping[str, Any],
+                   confirm: Confirm) -> None:
+    if state is None:
+        return
+    pins = ("workspace_uid", "namespace", "queue", "service_account")
+    drift = {k: (state.get(k), verified[k]) for k in pins if state.get(k) not in (None, verified[k])}
+    if drift:
+        details = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in drift.items())
+        question = (f"Pin the updated namespace {verified['namespace']} and LocalQueue {verified['queue']} "
+                    f"for workspace {descriptor.workspace}?")
+        if not confirm(f"The workspace changed since it was pinned: {details}", question):
+            raise TauError("workspace connection change was not confirmed", hint="the previous pins were kept")
+
+
+def _interactive(sign_in: bool | None) -> bool:
+    if sign_in is not None:
+        return sign_in
+    import sys
+
+    return bool(sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty())
+
+
+def _aks_credential(descriptor: ConnectionDescriptor, env: Mapping[str, str]) -> Any:
+    from tau_core.azure_auth import AzureCredential, device_code_prompt
+
+    return AzureCredential(descriptor.aks_tenant_id or "", env=env, prompt=device_code_prompt)
+
+
+def _aks_cached(descriptor: ConnectionDescriptor, state: Mapping[str, Any] | None, env: Mapping[str, str], *,
+                now: Callable[[], float], force_verify: bool, sign_in: bool | None) -> Connection | None:
+    """A fresh pinned AKS connection, once the sign-in behind its exec plugin is known to work."""
+    from tau_core.azure_auth import aks_scope
+
+    if state is None or force_verify or state.get("descriptor_digest") != descriptor.digest:
+        return None
+    if now() - float(state.get("verified_at", 0)) >= READINESS_TTL_SECONDS:
+        return None
+    kubeconfig = Path(str(state.get("kubeconfig_path", "")))
+    try:
+        args = json.loads(kubeconfig.read_text())["users"][0]["user"]["exec"]["args"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None  # missing or foreign isolated kubeconfig: fetch it again
+    server_app = next((str(args[i + 1]) for i, a in enumerate(args[:-1]) if a == "--server-id"), None)
+    credential = _aks_credential(descriptor, env)
+    credential.get_token(aks_scope(server_app) if server_app else aks_scope(), interactive=_interactive(sign_in))
+    return _connection_from_state(state, cached=True)
+
+
+def _aks_isolate(descriptor: ConnectionDescriptor, env: Mapping[str, str], *,
+                 sign_in: bool | None) -> tuple[dict[str, Any], str]:
+    """ARM's user kubeconfig for the cluster, rewritten to use Tau's exec plugin; signs in when needed."""
+    from tau_core.azure_auth import aks_scope
+    from tau_core.workspace.aks import exec_kubeconfig, fetch_target
+
+    credential = _aks_credential(descriptor, env)
+    interactive = _interactive(sign_in)
+    target = fetch_target(descriptor.aks_resource_id or "", credential, interactive=interactive)
+    # the exec plugin must find a token silently later: get the AKS one now, while the user is here
+    credential.get_token(aks_scope(target.server_app_id), interactive=interactive)
+    config = exec_kubeconfig(target, descriptor.context_name or "aks", descriptor.aks_tenant_id or "")
+    return config, target.fingerprint
 
 
 def _connection_from_state(state: Mapping[str, Any], *, cached: bool) -> Connection:

@@ -74,7 +74,7 @@ def connection(path: Path | None, offline: bool, output: str) -> None:
     if offline:
         emit(descriptor.summary(), output, table=_offline_text)
         return
-    result = connect(descriptor, confirm=stdin_confirm, force_verify=True)
+    result = connect(descriptor, confirm=stdin_confirm, force_verify=True, sign_in=True)
     emit(result.as_dict(), output, table=_online_text)
 
 
@@ -108,3 +108,8 @@ def init_repo(name: str, local: bool, output: Path | None, force: bool) -> None:
     for path in written:
         click.echo(f"created {path}")
     click.echo(f"\nNext:\n  cd {root}\n  tau run smoke\n  tau run train\n  tau run status train")
+
+
+from tau_workspace.token import token as _token  # noqa: E402  (the AKS exec credential plugin)
+
+workspace.add_command(_token)

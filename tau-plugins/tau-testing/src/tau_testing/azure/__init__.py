@@ -1,0 +1,162 @@
+"""Loopback Azure stand-ins for AKS access tests: Entra ID, Resource Manager and the simulator as an AKS API server.
+
+    with AzureFakes.start(tenant=TENANT) as azure:
+        azure.attach_aks(sim_cluster, resource_id=RESOURCE_ID)   # ARM knows it; the simulator accepts Entra tokens
+        env = azure.env()   # AZURE_AUTHORITY_HOST, TAU_AZURE_ARM_ENDPOINT, TAU_AZURE_CA_BUNDLE
+
+Both servers listen on 127.0.0.1 over TLS with the simulator's throw-away test CA, so the real msal and
+requests clients verify certificates as they would against Azure.  No Azure account is contacted.
+See README.md (beside this file) for what the fakes leave out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from tau_testing.azure.arm import ArmFake, ManagedCluster
+from tau_testing.azure.entra import APPROVE, DECLINE, EXPIRE, EntraFake, Identity
+
+__all__ = [
+    "APPROVE",
+    "DECLINE",
+    "EXPIRE",
+    "ArmFake",
+    "AzureFakes",
+    "EntraFake",
+    "Identity",
+    "LoopbackTLSServer",
+    "ManagedCluster",
+]
+
+DEFAULT_TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+
+
+class LoopbackTLSServer:
+    """uvicorn serving an ASGI app on 127.0.0.1 (random port, TLS with the test CA) from a daemon thread."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.port = 0
+        self.ca_path: Path | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self) -> LoopbackTLSServer:
+        import uvicorn
+
+        from tau_testing.sim.tls import make_certificates
+
+        holder = SimpleNamespace(ca_path=None, ca_data=None)
+        ssl_options = make_certificates(holder)  # type: ignore[arg-type]
+        self.ca_path = holder.ca_path
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, lifespan="off", log_level="critical", access_log=False, ws="none",
+                                timeout_graceful_shutdown=1, **ssl_options)
+        self._server = uvicorn.Server(config)
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._server.serve(sockets=[sock]))
+            except BaseException as exc:  # surfaced by start()
+                self._error = exc
+            finally:
+                sock.close()
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"azure-fake-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if self._error is not None or not self._thread.is_alive():
+                raise RuntimeError(f"the loopback server did not start: {self._error}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the loopback server did not start within 10 s")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+
+class AzureFakes:
+    """An Entra fake and an ARM fake, served over loopback TLS."""
+
+    def __init__(self, entra: EntraFake) -> None:
+        self.entra = entra
+        self.arm = ArmFake(entra)
+        self._servers = [LoopbackTLSServer(entra.app()), LoopbackTLSServer(self.arm.app())]
+
+    @classmethod
+    def start(cls, tenant: str = DEFAULT_TENANT, identity: Identity | None = None) -> AzureFakes:
+        identity = identity or Identity("00000000-0000-4000-8000-00000000a11c", "researcher@contoso.example",
+                                        tenant, ("aurora-researchers",))
+        fakes = cls(EntraFake({tenant}, identity))
+        entra_server, arm_server = fakes._servers
+        entra_server.start()
+        arm_server.start()
+        fakes.entra.url, fakes.arm.url = entra_server.url, arm_server.url
+        return fakes
+
+    @property
+    def ca_path(self) -> Path:
+        path = self._servers[0].ca_path
+        assert path is not None
+        return path
+
+    def env(self) -> dict[str, str]:
+        """What Tau reads to use these endpoints instead of Azure's (and trust the test CA for them)."""
+        return {"AZURE_AUTHORITY_HOST": self.entra.url, "TAU_AZURE_ARM_ENDPOINT": self.arm.url,
+                "TAU_AZURE_CA_BUNDLE": str(self.ca_path)}
+
+    def attach_aks(self, cluster: Any, resource_id: str, *, server_app_id: str = "",
+                   cluster_users: set[str] | None = None, tenant: str | None = None) -> ManagedCluster:
+        """Register the simulated ``cluster`` as the AKS cluster ``resource_id`` and make its API server accept
+        this Entra's tokens for the AKS server application (identity: UPN and group claims)."""
+        from tau_testing.azure.arm import AKS_SERVER_APP_ID
+        from tau_testing.sim.auth import User
+
+        audience = server_app_id or AKS_SERVER_APP_ID
+
+        def verify(token: str) -> User | None:
+            issued = self.entra.verify(token, audience)
+            if issued is None:
+                return None
+            return User(issued.identity.upn, list(issued.identity.groups), token="", uid=issued.identity.oid)
+
+        cluster.users.verifiers.append(verify)
+        return self.arm.add_cluster(ManagedCluster(
+            resource_id, cluster.url, tenant or next(iter(self.entra.tenants)),
+            ca_data=getattr(cluster, "ca_data", None),
+            cluster_users={self.entra.identity.oid} if cluster_users is None else cluster_users))
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.stop()
+
+    def __enter__(self) -> AzureFakes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
