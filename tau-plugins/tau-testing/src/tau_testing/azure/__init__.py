@@ -160,3 +160,67 @@ class AzureFakes:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+#: the stand-in cluster's ARM ID and tenant (any UUIDs do; these are not real Azure objects)
+TENANT = "11111111-2222-4333-8444-555555555555"
+SUBSCRIPTION = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+RESOURCE_ID = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-aurora/providers/Microsoft.ContainerService/"
+               "managedClusters/aurora-aks")
+
+
+class AksStandIn:
+    """A TLS simulated TauGrid cluster acting as the AKS cluster :data:`RESOURCE_ID`, behind the fakes."""
+
+    def __init__(self, cluster: Any, scenario: Any, fakes: AzureFakes) -> None:
+        self.cluster, self.scenario, self.fakes = cluster, scenario, fakes
+        self.entra, self.arm = fakes.entra, fakes.arm
+        self.tenant, self.resource_id = TENANT, RESOURCE_ID
+
+    def descriptor(self, *, resource_id: str = RESOURCE_ID, tenant: str = TENANT,
+                   context: str = "aurora-aks") -> str:
+        return (f"schema: tau.workspace.connection.v1\nworkspace: {self.scenario.workspace}\n"
+                f"cluster:\n  contextName: {context}\n  systemNamespace: tau-system\n"
+                f"access:\n  method: aks\n  aks:\n    resourceID: {resource_id}\n    tenantID: {tenant}\n"
+                "authorization:\n  mode: workspace-rbac\n  requiredRole: tau-researcher-v1\n"
+                "requirements:\n  minTauVersion: 0.1.0\n")
+
+    def stop(self) -> None:
+        self.fakes.stop()
+        self.cluster.stop()
+
+
+def start_aks_stand_in(volume: Path, env: dict[str, str | None] | None = None) -> AksStandIn:
+    """Start the simulator (TLS, TauGrid scenario) and the fakes; ``env`` (e.g. ``tau_env``) gets their variables."""
+    from tau_testing.sim import SimCluster
+    from tau_testing.sim.scenarios.taugrid import TauGridScenario
+
+    cluster = SimCluster(clock="fake", tls=True).start()
+    fakes: AzureFakes | None = None
+    try:
+        scenario = TauGridScenario.install(cluster, volume)
+        fakes = AzureFakes.start(TENANT)
+        fakes.attach_aks(cluster, RESOURCE_ID)
+    except BaseException:
+        if fakes is not None:
+            fakes.stop()
+        cluster.stop()
+        raise
+    if env is not None:
+        env.update(fakes.env())
+    return AksStandIn(cluster, scenario, fakes)
+
+
+def age_token_cache(path: Path, seconds: float) -> int:
+    """Move every cached access token's expiry ``seconds`` into the past, as if that much time had passed on
+    the client (msal's cache format: ``AccessToken`` entries with epoch-second ``expires_on``).  Returns how many
+    entries changed; the file keeps its mode."""
+    import json
+
+    doc = json.loads(path.read_text())
+    entries = (doc.get("AccessToken") or {}).values()
+    for entry in entries:
+        entry["expires_on"] = str(int(entry["expires_on"]) - int(seconds))
+        entry.pop("refresh_on", None)
+    path.write_text(json.dumps(doc))
+    return len(entries)

@@ -69,6 +69,13 @@ class EntraFake:
         with self._lock:
             self.refresh_tokens.clear()
 
+    def expire_all(self) -> list[str]:
+        """Every access token issued so far expires now (as time passing would); returns them."""
+        with self._lock:
+            for issued in self.issued.values():
+                issued.expires_at = 0.0
+            return list(self.issued)
+
     def expire(self, token: str) -> None:
         with self._lock:
             if token in self.issued:
