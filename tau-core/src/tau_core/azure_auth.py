@@ -21,6 +21,7 @@ imported only when a token is needed (they stay out of ``tau --help``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -203,10 +204,14 @@ class AzureCredential:
         from azure.core.exceptions import ClientAuthenticationError
         from azure.identity import AzureCliCredential, CredentialUnavailableError
 
+        quiet = logging.getLogger("azure.identity")  # it logs each miss as a warning; a miss is normal here
+        level, quiet.level = quiet.level, logging.ERROR
         try:
             found = AzureCliCredential(tenant_id=self.tenant_id).get_token(scope)
         except (CredentialUnavailableError, ClientAuthenticationError):
             return None  # no az, not logged in, or not into this tenant: Tau signs in itself
+        finally:
+            quiet.level = level
         return AccessToken(found.token, int(found.expires_on), "azurecli")
 
     # -- msal -------------------------------------------------------------------------------------------------
