@@ -319,3 +319,39 @@ def device_code_prompt(text: str) -> None:
     import click
 
     click.echo(text, err=True)
+
+
+class TokenCredentialAdapter:
+    """:class:`AzureCredential` as an azure-core ``TokenCredential`` (``get_token(*scopes)``), for SDK clients
+    (Blob storage in ``tau data``, Kusto) so they use the same sign-in; never prompts."""
+
+    def __init__(self, credential: AzureCredential) -> None:
+        self.credential = credential
+
+    def get_token(self, *scopes: str, claims: str | None = None, tenant_id: str | None = None,
+                  **_kwargs: Any) -> Any:
+        from azure.core.credentials import AccessToken as SdkToken
+        from azure.core.exceptions import ClientAuthenticationError
+
+        try:
+            found = self.credential.get_token(scopes[0], interactive=False)
+        except TauError as exc:
+            raise ClientAuthenticationError(message=exc.message) from exc
+        return SdkToken(found.token, found.expires_on)
+
+
+def signed_in_credential(env: Mapping[str, str] | None = None) -> TokenCredentialAdapter | None:
+    """Tau's sign-in as an SDK credential, or None when Tau holds none.  The tenant is ``AZURE_TENANT_ID``, else
+    the one account in Tau's token cache (the tenant `tau workspace connection` signed in to)."""
+    env = os.environ if env is None else env
+    tenant = env.get("AZURE_TENANT_ID") or ""
+    if not tenant:
+        try:
+            accounts = json.loads(cache_path(env).read_text(encoding="utf-8")).get("Account") or {}
+        except (OSError, ValueError):
+            return None
+        realms = {str(a.get("realm")) for a in accounts.values() if isinstance(a, dict) and a.get("realm")}
+        if len(realms) != 1:
+            return None
+        tenant = realms.pop()
+    return TokenCredentialAdapter(AzureCredential(tenant, env=env))

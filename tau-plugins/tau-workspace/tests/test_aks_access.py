@@ -199,3 +199,18 @@ def test_unknown_auth_mode_names_the_variable(tau_cli, tau_env, repo, aks):
     result = tau_cli("workspace", "connection", str(repo), input="y\n", env={"TAU_AUTH_MODE": "magic"})
     assert result.exit_code == 1
     assert "TAU_AUTH_MODE='magic' is not a credential mode" in result.stderr
+
+
+def test_sdk_clients_such_as_tau_data_and_kusto_reuse_the_same_sign_in(tau_cli, tau_env, repo, aks):
+    from azure.core.credentials import AccessToken
+
+    from tau_core.azure_auth import signed_in_credential
+
+    env = {k: v for k, v in tau_env.items() if v is not None}
+    assert signed_in_credential(env) is None  # nothing signed in yet
+    connect(tau_cli, repo)
+    credential = signed_in_credential(env)
+    assert credential is not None and credential.credential.tenant_id == aks.tenant
+    token = credential.get_token(f"{aks.arm.url}/.default")
+    assert isinstance(token, AccessToken) and aks.entra.verify(token.token, aks.arm.url) is not None
+    assert aks.entra.grants("urn:ietf:params:oauth:grant-type:device_code") == 1  # signed in once

@@ -1,8 +1,9 @@
 """``az://<account>/<container>[/prefix]``: Azure Blob Storage through azure-storage-blob.
 
 Authentication is the caller's Azure identity (``DefaultAzureCredential``, which includes the
-Azure CLI login and workload identity).  No SAS token or account key is accepted from the
-command line or stored; a plugin (or a test) may hand the factory a ``credential`` object.
+Azure CLI login and workload identity), then Tau's own Entra sign-in (``tau_core.azure_auth``).
+No SAS token or account key is accepted from the command line or stored; a plugin (or a test) may
+hand the factory a ``credential`` object.
 
 * ``create``: ``If-None-Match: *`` (immutability).
 * ``swap``/``delete``: ``If-Match: <etag>`` (compare-and-swap), or ``If-None-Match: *`` when the
@@ -75,9 +76,13 @@ class AzureBlobStore:
         self.url, self.location, self.prefix = url, location, location.prefix
         endpoint = account_url or os.environ.get(ENV_ENDPOINT, "https://{account}.blob.core.windows.net")
         if credential is None:
-            from azure.identity import DefaultAzureCredential
+            from azure.identity import ChainedTokenCredential, DefaultAzureCredential
 
-            credential = DefaultAzureCredential()
+            from tau_core.azure_auth import signed_in_credential
+
+            signed_in = signed_in_credential()  # the sign-in `tau workspace connection` made, when there is one
+            credential = (DefaultAzureCredential() if signed_in is None
+                          else ChainedTokenCredential(DefaultAzureCredential(), signed_in))
         service = BlobServiceClient(endpoint.format(account=location.account), credential=credential)
         self.container = service.get_container_client(location.container)
 
