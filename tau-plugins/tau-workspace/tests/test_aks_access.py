@@ -214,3 +214,19 @@ def test_sdk_clients_such_as_tau_data_and_kusto_reuse_the_same_sign_in(tau_cli, 
     token = credential.get_token(f"{aks.arm.url}/.default")
     assert isinstance(token, AccessToken) and aks.entra.verify(token.token, aks.arm.url) is not None
     assert aks.entra.grants("urn:ietf:params:oauth:grant-type:device_code") == 1  # signed in once
+
+
+def test_a_changed_cluster_entry_from_arm_needs_approval_again(tau_cli, tau_env, repo, aks):
+    first = json.loads(connect(tau_cli, repo).stdout)
+    managed = aks.arm.clusters[aks.resource_id.lower()]
+    managed.server = managed.server.replace("127.0.0.1", "localhost")  # ARM now names another API endpoint
+    refused = tau_cli("workspace", "connection", str(repo))
+    assert refused.exit_code == 1
+    assert "Kubernetes context target changed" in refused.stderr
+    assert "workspace connection requires interactive review" in refused.stderr
+    approved = tau_cli("workspace", "connection", str(repo), "-o", "json", input="y\n")
+    assert approved.exit_code == 0, approved
+    second = json.loads(approved.stdout)
+    assert second["kubeconfig_path"] != first["kubeconfig_path"] and not Path(first["kubeconfig_path"]).exists()
+    server = json.loads(Path(second["kubeconfig_path"]).read_text())["clusters"][0]["cluster"]["server"]
+    assert server.startswith("https://localhost:")
