@@ -49,6 +49,8 @@ PUBLIC_ARM_ENDPOINT = "https://management.azure.com"
 CLIENT_ID = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
 #: The Entra application every Entra-enabled AKS API server accepts tokens for.
 AKS_SERVER_APP_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
+#: seconds a browser sign-in may take before Tau gives up waiting for the redirect
+INTERACTIVE_TIMEOUT = 300
 CACHE_FILE = Path("auth") / "msal-token-cache.json"
 #: Where the descriptor names the tenant; fault messages point at it.
 TENANT_FIELD = "access.aks.tenantID"
@@ -247,7 +249,8 @@ class AzureCredential:
                                  hint="run `tau workspace connection` in a terminal to sign in "
                                  f"(or `az login --tenant {self.tenant_id}`)")
         if self.mode == "interactive":
-            result = self._call(lambda: app.acquire_token_interactive([scope], prompt="select_account"))
+            result = self._call(lambda: app.acquire_token_interactive(
+                [scope], prompt="select_account", timeout=INTERACTIVE_TIMEOUT))
         else:
             result = self._device_code(app, scope)
         if "access_token" not in result:
@@ -268,7 +271,7 @@ class AzureCredential:
 
         try:
             result = fn()
-        except MsalError as exc:  # an HTTP error without an OAuth error body (Entra unavailable)
+        except (MsalError, RuntimeError) as exc:  # an HTTP error without an OAuth body, or a response msal refused
             raise ClusterError(f"Entra ID could not complete the sign-in to {self.where()}: {exc}",
                                hint="run the command again; check the service health if it persists") from exc
         except ValueError as exc:

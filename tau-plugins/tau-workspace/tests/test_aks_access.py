@@ -230,3 +230,26 @@ def test_a_changed_cluster_entry_from_arm_needs_approval_again(tau_cli, tau_env,
     assert second["kubeconfig_path"] != first["kubeconfig_path"] and not Path(first["kubeconfig_path"]).exists()
     server = json.loads(Path(second["kubeconfig_path"]).read_text())["clusters"][0]["cluster"]["server"]
     assert server.startswith("https://localhost:")
+
+
+def test_interactive_mode_signs_in_through_a_real_browser(tmp_path, tau_env, repo, aks):
+    """TAU_AUTH_MODE=interactive: msal opens the authorize URL in headless Chromium (BROWSER), the Entra fake's
+    page posts a code to msal's loopback listener (form_post), and msal redeems it with its PKCE verifier."""
+    import os
+    import shutil
+    import sys
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    assert Path(chromium).is_file(), "Chromium is needed (tests/tools/ensure-chromium.sh)"
+    # webbrowser waits for the BROWSER command to exit while msal's listener waits for the browser: background it
+    browser = (f"sh -c '{chromium} --headless --no-sandbox --disable-gpu --ignore-certificate-errors "
+               f"--user-data-dir={tmp_path / 'chromium'} --dump-dom \"$0\" >{tmp_path / 'dom.html'} 2>/dev/null &' %s")
+    env = {**os.environ, **{k: v for k, v in tau_env.items() if v is not None},
+           "TAU_AUTH_MODE": "interactive", "BROWSER": browser}
+    tau = str(Path(sys.executable).parent / "tau")
+    result = subprocess.run([tau, "workspace", "connection", str(repo), "-o", "json"], input="y\n", text=True,
+                            env=env, capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["workspace"] == "aurora"
+    assert aks.entra.grants("authorization_code") == 1 and aks.entra.grants("authorize") == 1
+    assert aks.entra.grants("urn:ietf:params:oauth:grant-type:device_code") == 0

@@ -1,8 +1,9 @@
 """A loopback Entra ID (Microsoft identity platform v2.0) for msal: OpenID configuration, device code, token.
 
 It speaks the wire protocol msal uses against ``https://127.0.0.1:PORT/{tenant}``: the tenant's
-``v2.0/.well-known/openid-configuration``, ``oauth2/v2.0/devicecode`` and ``oauth2/v2.0/token`` with the
-device-code and refresh-token grants.  Access tokens are opaque random strings that the fake remembers
+``v2.0/.well-known/openid-configuration``, ``oauth2/v2.0/devicecode``, ``oauth2/v2.0/authorize`` (redirecting
+straight back with a code) and ``oauth2/v2.0/token`` with the device-code, authorization-code (PKCE) and
+refresh-token grants.  Access tokens are opaque random strings that the fake remembers
 (audience, identity, expiry), so a stand-in resource server (the ARM fake, the simulated AKS API server)
 can check them through :meth:`EntraFake.verify`.  See ``README.md`` for what it leaves out.
 """
@@ -10,17 +11,19 @@ can check them through :meth:`EntraFake.verify`.  See ``README.md`` for what it 
 from __future__ import annotations
 
 import base64
+import hashlib
+import html
 import json
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -59,6 +62,7 @@ class EntraFake:
     issued: dict[str, Issued] = field(default_factory=dict)
     refresh_tokens: dict[str, Identity] = field(default_factory=dict)
     device_scopes: dict[str, str] = field(default_factory=dict)
+    codes: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # code -> scope, PKCE challenge, nonce
     #: (tenant, grant or endpoint) of every request, in order
     requests: list[tuple[str, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,6 +101,7 @@ class EntraFake:
         return Starlette(routes=[
             Route("/{tenant}/v2.0/.well-known/openid-configuration", self._openid),
             Route("/{tenant}/oauth2/v2.0/devicecode", self._devicecode, methods=["POST"]),
+            Route("/{tenant}/oauth2/v2.0/authorize", self._authorize),
             Route("/{tenant}/oauth2/v2.0/token", self._token, methods=["POST"]),
         ])
 
@@ -141,6 +146,27 @@ class EntraFake:
                        f"code {code} to authenticate.",
         })
 
+    async def _authorize(self, request: Request) -> Response:
+        """The browser leg of the authorization-code flow: the user is already signed in and consents, so the
+        fake redirects straight back to the client's loopback listener with a code (PKCE S256 remembered)."""
+        tenant, query = request.path_params["tenant"], request.query_params
+        self.requests.append((tenant, "authorize"))
+        refused = self._unknown_tenant(tenant)
+        if refused is not None:
+            return refused
+        redirect = query.get("redirect_uri") or ""
+        if not redirect.startswith(("http://localhost", "http://127.0.0.1")):
+            return _error(400, "invalid_request", "AADSTS50011: the redirect URI is not a loopback address.", 50011)
+        code = f"code-{secrets.token_urlsafe(16)}"
+        with self._lock:
+            self.codes[code] = (query.get("scope") or "", query.get("code_challenge") or "", query.get("nonce") or "")
+        fields = {"code": code, "state": query.get("state") or ""}
+        if query.get("response_mode") == "form_post":  # what msal asks for: the browser posts the code back
+            inputs = "".join(f'<input type="hidden" name="{k}" value="{html.escape(v)}">' for k, v in fields.items())
+            return HTMLResponse(f'<html><body onload="document.forms[0].submit()"><form method="post" '
+                                f'action="{html.escape(redirect)}">{inputs}</form></body></html>')
+        return RedirectResponse(f"{redirect}?{urlencode(fields)}", status_code=302)
+
     async def _token(self, request: Request) -> JSONResponse:
         tenant = request.path_params["tenant"]
         form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}  # form-urlencoded
@@ -160,6 +186,16 @@ class EntraFake:
             identity = self.identity
             with self._lock:
                 scopes = scopes or self.device_scopes.get(str(form.get("device_code") or ""), "").split()
+        elif grant == "authorization_code":
+            with self._lock:
+                scope, challenge, nonce = self.codes.pop(str(form.get("code") or ""), ("", "", ""))
+            verifier = str(form.get("code_verifier") or "").encode()
+            expected = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).decode().rstrip("=")
+            if not scope or (challenge and challenge != expected):
+                return _error(400, "invalid_grant", "AADSTS70008: The provided authorization code or PKCE "
+                              "verifier is invalid.", 70008)
+            identity, scopes = self.identity, scopes or scope.split()
+            return JSONResponse(self._issue(identity, tenant, scopes, client_id, nonce))
         elif grant == "refresh_token":
             with self._lock:
                 found = self.refresh_tokens.get(str(form.get("refresh_token") or ""))
@@ -172,7 +208,8 @@ class EntraFake:
                           "by this fake.", 70003)
         return JSONResponse(self._issue(identity, tenant, scopes, client_id))
 
-    def _issue(self, identity: Identity, tenant: str, scopes: list[str], client_id: str) -> dict[str, Any]:
+    def _issue(self, identity: Identity, tenant: str, scopes: list[str], client_id: str,
+               nonce: str = "") -> dict[str, Any]:
         resource = [s for s in scopes if s not in OIDC_SCOPES]
         audience = resource[0].removesuffix("/.default") if resource else ""
         access, refresh = f"fake-at-{secrets.token_urlsafe(24)}", f"fake-rt-{secrets.token_urlsafe(24)}"
@@ -183,6 +220,8 @@ class EntraFake:
         claims = {"iss": f"{self.url}/{tenant}/v2.0", "sub": identity.oid, "aud": client_id, "oid": identity.oid,
                   "tid": tenant, "preferred_username": identity.upn, "name": identity.upn,
                   "iat": int(now), "nbf": int(now) - 1, "exp": int(now) + 3600}
+        if nonce:
+            claims["nonce"] = nonce
         return {
             "token_type": "Bearer", "scope": " ".join(resource), "expires_in": self.token_lifetime,
             "ext_expires_in": self.token_lifetime, "access_token": access, "refresh_token": refresh,
