@@ -244,8 +244,8 @@ class AzureCredential:
                 return self._done(result)
             expired = result is not None  # the refresh token was refused (expired or revoked)
         if not interactive:
-            what = "has expired" if expired else "is needed"
-            raise SignInRequired(f"an Azure sign-in to {self.where()} {what}; sign in again",
+            what = "has expired; sign in again" if expired else "is needed and this command may not start one"
+            raise SignInRequired(f"an Azure sign-in to {self.where()} {what}",
                                  hint="run `tau workspace connection` in a terminal to sign in "
                                  f"(or `az login --tenant {self.tenant_id}`)")
         if self.mode == "interactive":

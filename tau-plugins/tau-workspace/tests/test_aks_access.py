@@ -253,3 +253,12 @@ def test_interactive_mode_signs_in_through_a_real_browser(tmp_path, tau_env, rep
     assert json.loads(result.stdout)["workspace"] == "aurora"
     assert aks.entra.grants("authorization_code") == 1 and aks.entra.grants("authorize") == 1
     assert aks.entra.grants("urn:ietf:params:oauth:grant-type:device_code") == 0
+
+
+def test_the_exec_plugin_never_starts_a_sign_in_without_a_user(tau_cli, aks):
+    result = tau_cli("workspace", "token", "--tenant-id", aks.tenant)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.splitlines()[0] == (
+        f"error: an Azure sign-in to tenant {aks.tenant} (access.aks.tenantID) is needed and this command may not "
+        "start one")
+    assert aks.entra.grants("devicecode") == 0
