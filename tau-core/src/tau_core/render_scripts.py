@@ -34,8 +34,8 @@ METRICS_WAIT_SECONDS = 120
 METRICS_CONTAINER = "metrics-offload"
 METRICS_VOLUME = "tau-metrics-runtime"
 STAGING_ROOT = "/mnt/tau-output"
-PUBLICATION_DIR = ".tau-artifacts"
-PUBLICATION_MARKER = ".tau-artifacts-complete"
+PUBLICATION_DIR = keys.ARTIFACTS_DIR
+PUBLICATION_MARKER = keys.ARTIFACTS_COMPLETE_MARKER
 
 
 def q(text: str) -> str:
@@ -185,7 +185,7 @@ def staged_publication(request: RenderRequest, output: str | None) -> tuple[str,
             "staged artifact publication requires storage.output under /data",
             hint="set storage.output to a directory under /data on a writable PVC",
         )
-    publication = request.ctx("artifact_publication_id") or derived_id(
+    publication = request.context.artifact_publication_id or derived_id(
         "publication", request.name, request.submission_id
     )
     return f"{STAGING_ROOT}/{request.name}", str(publication)
@@ -250,7 +250,7 @@ def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffl
             hint="export TAU_METRICS_OFFLOAD_IMAGE=<taugrid-portal image>@sha256:<digest>",
         )
     require_pinned(image, "TAU_METRICS_OFFLOAD_IMAGE")
-    session = str(request.ctx("metrics_session_id") or derived_id("metrics", request.name, request.submission_id))
+    session = str(request.context.metrics_session_id or derived_id("metrics", request.name, request.submission_id))
     out = request.env.get("TAU_METRICS_OFFLOAD_OUT") or f"{output}/.tau/metrics/{session}/offload"
     store = f"{METRICS_RUNTIME_DIR}/metrics/{session}/expstore"
     args = [
@@ -284,7 +284,7 @@ def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffl
     ]
     for h in history:
         args += ["--history", h if h.startswith("/") else str(PurePosixPath(output) / h)]
-    workspace = request.ctx("workspace") or get(cfg, "policy.workspace")
+    workspace = request.context.workspace or get(cfg, "policy.workspace")
     if workspace:
         args += ["--tag", f"workspace={workspace}"]
     endpoint = request.env.get("TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT")
@@ -362,7 +362,8 @@ def profiler_setup(
         {"name": "TAU_PROFILE_RANK", "value": rank},
         {"name": "TAU_PROFILE_OUT_DIR", "value": out_dir},
         {"name": "TAU_PROFILE_RUN_ID", "value": request.name},
-        {"name": "TAU_PROFILE_NAMESPACE", "value": str(request.ctx("namespace") or get(cfg, "policy.namespace") or "")},
+        {"name": "TAU_PROFILE_NAMESPACE",
+         "value": str(request.context.namespace or get(cfg, "policy.namespace") or "")},
         {"name": "TAU_PROFILE_EXT", "value": ext},
     ]
     annotations = {keys.PROFILE_MODE: mode, keys.PROFILE_PATH: out_dir, keys.PROFILE_RANK: rank}

@@ -8,8 +8,6 @@ authoritative profile field is reported rather than silently overridden.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from tau_core.config.catalog import PROFILE_PLACEMENTS
 from tau_core.config.issues import ConfigIssue, ConfigValidationError
 from tau_core.config.loader import Document, load_yaml_file, require_mapping
 from tau_core.errors import ConfigError
+from tau_core.hashing import prefixed_digest
 
 SNAPSHOT_API_VERSION = "tau.azure.com/v1alpha1"
 SNAPSHOT_KIND = "TauWorkloadProfileSnapshot"
@@ -37,8 +36,7 @@ def profile_set_hash(profiles: list[Mapping[str, Any]]) -> str:
     items = []
     for p in sorted(profiles, key=lambda p: str(p.get("name", ""))):
         items.append({k: v for k, v in p.items() if k not in ("ready", "conditions", "observedGeneration")})
-    blob = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return prefixed_digest(items)
 
 
 @dataclass

@@ -141,37 +141,10 @@ def read_descriptor(path: Path) -> dict[str, Any]:
 
 
 def code_sha(start: Path) -> str | None:
-    """``git rev-parse HEAD`` without a subprocess: read .git/HEAD and the ref it names."""
-    from tau_core.config.targets import git_root
+    """``git rev-parse HEAD`` without a subprocess (see :func:`tau_core.gitrepo.head_sha`)."""
+    from tau_core.gitrepo import head_sha
 
-    root = git_root(start)
-    if root is None:
-        return None
-    git = root / ".git"
-    try:
-        if git.is_file():
-            text = git.read_text(encoding="utf-8").strip()
-            if text.startswith("gitdir:"):
-                git = (root / text.split(":", 1)[1].strip()).resolve()
-        head = (git / "HEAD").read_text(encoding="utf-8").strip()
-        if not head.startswith("ref:"):
-            return head or None
-        ref = head.split(":", 1)[1].strip()
-        ref_file = git / ref
-        if ref_file.is_file():
-            return ref_file.read_text(encoding="utf-8").strip() or None
-        common = git / "commondir"
-        base = (git / common.read_text(encoding="utf-8").strip()).resolve() if common.is_file() else git
-        if (base / ref).is_file():
-            return (base / ref).read_text(encoding="utf-8").strip() or None
-        packed = base / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text(encoding="utf-8").splitlines():
-                if line.endswith(" " + ref):
-                    return line.split(" ", 1)[0]
-    except OSError:
-        return None
-    return None
+    return head_sha(start)
 
 
 _SECRET_FLAGS = ("--token", "--password", "--secret", "--client-secret", "--key")

@@ -16,6 +16,17 @@ from typing import Any
 from tau_core.config.catalog import BY_PATH, GPU_CLASSES, JOB, RAYJOB, RETRY_REASONS
 from tau_core.config.issues import ConfigIssue, PathKey
 from tau_core.config.loader import Document
+from tau_core.config.reserved import (
+    MAX_LITERAL_ENV_TOTAL_BYTES,
+    MAX_LITERAL_ENV_VALUE_BYTES,
+    RAY_TRAIN_SECTIONS,
+    RAYJOB_NAME_MAX,
+    RESERVED_ENV,
+    RESERVED_PATHS,
+    RESERVED_VOLUMES,
+    SETTABLE_TAU_ENV,
+    TORCHRUN_MANAGED_FLAGS,
+)
 
 
 class _Lazy:
@@ -56,16 +67,8 @@ TELEMETRY_ID = _Lazy(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
 SHAPE = _Lazy(r"^([0-9]+)x([a-z0-9][-a-z0-9]*)$")
 CONFIG_KEY = _Lazy(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
-RAYJOB_NAME_MAX = 47
-MAX_ENV_VALUE_BYTES = 64 * 1024
-MAX_ENV_TOTAL_BYTES = 128 * 1024
-SETTABLE_TAU_ENV = ("TAU_RESUME_FROM", "TAU_RETRY_ATTEMPT", "TAU_RETRY_MAX", "TAU_RETRY_REASON")
-RESERVED_ENV = ("MASTER_ADDR", "MASTER_PORT")
-RESERVED_PATHS = ("/data", "/mnt", "/script", "/manifest", "/tmp", "/dev/shm", "/var/run/tau", "/tau/source")
-RESERVED_VOLUMES = ("tau-hot", "dshm", "tau-source", "tau-metrics-runtime", "script", "ray-tmp")
-TORCHRUN_MANAGED_FLAGS = ("standalone", "nnodes", "nproc-per-node", "node-rank", "rdzv-backend", "rdzv-endpoint",
-                          "rdzv-id", "master-addr", "master-port", "module", "no-python", "run-path")
-RAY_TRAIN_SECTIONS = ("torch_config", "scaling_config", "failure_config")
+MAX_ENV_VALUE_BYTES = MAX_LITERAL_ENV_VALUE_BYTES
+MAX_ENV_TOTAL_BYTES = MAX_LITERAL_ENV_TOTAL_BYTES
 MAX_IMAGE_ASSETS = 8
 _PINNED_MESSAGE = "must be a complete lowercase OCI image reference pinned by an @sha256:<64 lowercase hex> digest"
 _PINNED_HINT = "resolve the digest once (docker buildx imagetools inspect) and write <repo>@sha256:<digest>"

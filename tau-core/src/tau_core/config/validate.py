@@ -9,7 +9,6 @@ only when the gate fails) -> alias resolution -> engine inference -> cross-field
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -30,6 +29,7 @@ from tau_core.config.catalog import (
 from tau_core.config.issues import ConfigIssue, ConfigValidationError, PathKey, dotted
 from tau_core.config.loader import Document, require_mapping
 from tau_core.errors import ConfigError
+from tau_core.hashing import config_hash as config_hash  # the one definition, re-exported
 
 SOURCE_CONFIG = "config"
 SOURCE_DEFAULT = "default"
@@ -95,12 +95,6 @@ def _split(dotted_path: str) -> tuple[str, ...]:
     return tuple(dotted_path.split("."))
 
 
-def config_hash(normalized: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of a normalized config (decision 11)."""
-    import hashlib
-
-    blob = json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def is_managed_manifest(data: Any) -> bool:

@@ -9,22 +9,22 @@ cross-field rule are reported together, each with file, line, column and field p
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tau_core import __version__
+from tau_core import __version__, keys
 from tau_core.config.issues import ConfigIssue, ConfigValidationError, dotted
 from tau_core.config.loader import Document, load_yaml_file, require_mapping
 from tau_core.errors import ConfigError, NotFoundError
+from tau_core.gitrepo import git_root
+from tau_core.hashing import prefixed_digest
 
 SCHEMA = "tau.workspace.connection.v1"
 RELATIVE_PATH = Path("tau") / "workspace.connection.yaml"
-DEFAULT_SYSTEM_NAMESPACE = "tau-system"
+DEFAULT_SYSTEM_NAMESPACE = keys.SYSTEM_NAMESPACE_DEFAULT
 ACCESS_METHODS = ("kubeconfig", "aks", "local")
 AUTHORIZATION_MODES = ("workspace-rbac", "cluster-wide")
 
@@ -78,8 +78,7 @@ class ConnectionDescriptor:
     @property
     def digest(self) -> str:
         """``sha256:`` over the descriptor's canonical JSON encoding."""
-        encoded = json.dumps(self.data, sort_keys=True, separators=(",", ":")).encode()
-        return "sha256:" + hashlib.sha256(encoded).hexdigest()
+        return prefixed_digest(self.data, ascii_only=True)
 
     @property
     def is_local(self) -> bool:
@@ -121,10 +120,7 @@ def check_min_version(required: str, installed: str = __version__) -> None:
 def repository_root(start: Path) -> Path:
     """The Git repository containing ``start`` (the directory holding ``.git``), else ``start``'s anchor."""
     start = start.resolve()
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return Path(start.anchor)
+    return git_root(start) or Path(start.anchor)
 
 
 def find_descriptor(start: Path | None = None) -> Path | None:

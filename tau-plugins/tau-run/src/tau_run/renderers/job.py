@@ -12,13 +12,14 @@ from typing import Any
 from tau_core import keys
 from tau_core import render_scripts as rs
 from tau_core import rendering as r
+from tau_core.config.reserved import RESERVED_PATHS
 from tau_core.errors import ConfigError
 from tau_run.renderers._common import entrypoint_of, explicit, image_of, local_file, resources
 
 SOURCE_DIR = "/tau/source"
 TORCHRUN_PORT = 29500
 SHM_SIZE = "16Gi"
-RESERVED_ASSET_PATHS = ("/data", "/mnt", "/script", "/manifest", "/tmp", "/dev/shm", "/var/run/tau", "/tau/source")
+RESERVED_ASSET_PATHS = RESERVED_PATHS
 
 
 def render_job(request: r.RenderRequest) -> list[dict[str, Any]]:

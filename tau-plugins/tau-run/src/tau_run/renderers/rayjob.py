@@ -20,6 +20,7 @@ from typing import Any
 from tau_core import keys
 from tau_core import render_scripts as rs
 from tau_core import rendering as r
+from tau_core.config.reserved import RAY_TRAIN_SECTIONS, RAYJOB_NAME_MAX
 from tau_core.errors import ConfigError
 from tau_run.renderers._common import entrypoint_of, image_of, local_file, resources
 from tau_run.renderers.managed import finish_managed, managed_env
@@ -27,7 +28,7 @@ from tau_run.renderers.managed import finish_managed, managed_env
 DEFAULT_GPU_IMAGE = "mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.56.0-cuda13.0"
 DEFAULT_CPU_IMAGE = "mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.54.0"
 DEFAULT_RAY_VERSION = "2.56.0"
-MAX_NAME = 47
+MAX_NAME = RAYJOB_NAME_MAX
 MAX_PROJECT_INPUT_BYTES = 8 * 1024 * 1024
 MAX_PROJECT_ARCHIVE_BYTES = 45 * 1024
 MAX_PAYLOAD_RAW_BYTES = 1024 * 1024
@@ -54,7 +55,6 @@ DEFAULT_EXCLUDES = (
     ".DS_Store",
     ".ipynb_checkpoints",
 )
-RAY_TRAIN_SECTIONS = ("torch_config", "scaling_config", "failure_config")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RAY_TAG = re.compile(r"-ray(\d+\.\d+\.\d+)")
 
