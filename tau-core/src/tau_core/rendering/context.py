@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from tau_core.config.workspace import truthy
+
 if TYPE_CHECKING:
     import cattrs
 
@@ -144,7 +146,7 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook(tuple[str, ...] | str | None, _structure_command)
     conv.register_structure_hook(Mapping[str, Any] | None, lambda v, _: None if v is None else dict(v))
     conv.register_structure_hook(RetryInfo | None, _structure_retry)
-    conv.register_structure_hook(bool | None, lambda v, _: None if v is None else _truthy(v))
+    conv.register_structure_hook(bool | None, lambda v, _: None if v is None else truthy(v))
     conv.register_structure_hook(str | None, lambda v, _: None if v is None else str(v))
     # RenderContext is also a Mapping: structure it as the attrs class it is, not as a dict
     conv.register_structure_hook(RenderContext, make_dict_structure_fn(RenderContext, conv))
@@ -165,8 +167,3 @@ def _structure_retry(value: Any, _: Any) -> RetryInfo | None:
     return RetryInfo(attempt=int(value.get("attempt", 0) or 0), max=int(value.get("max", 0) or 0),
                      reason=str(value.get("reason", "") or ""))
 
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
