@@ -459,10 +459,6 @@ def _workspace_values(s: _State) -> None:
             s.set(key, getattr(defaults, key), SOURCE_WORKSPACE)
 
 
-_PLACEHOLDERS = {"namespace": "<unresolved-namespace>", "queue": "<unresolved-queue>",
-                 "workspace": "<unresolved-workspace>", "service_account": "<unresolved-service-account>"}
-
-
 def _unresolved(s: _State) -> None:
     """Cluster values nobody answered: placeholders (and a warning) in a client dry-run, else an error."""
     unresolved = [k for k in ("namespace", "queue") if k not in s.values]
@@ -474,8 +470,12 @@ def _unresolved(s: _State) -> None:
     if not unresolved:
         return
     if s.client:
+        from tau_core.rendering import constants as rc
+
+        placeholders = {"namespace": rc.PLACEHOLDER_NAMESPACE, "queue": rc.PLACEHOLDER_QUEUE,
+                        "workspace": rc.PLACEHOLDER_WORKSPACE, "service_account": rc.PLACEHOLDER_SERVICE_ACCOUNT}
         for key in unresolved:
-            s.set(key, _PLACEHOLDERS[key], SOURCE_UNRESOLVED)
+            s.set(key, placeholders[key], SOURCE_UNRESOLVED)
         names = [k.replace("_", " ") for k in unresolved]
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         shown = "shown as a placeholder" if len(names) == 1 else "shown as placeholders"

@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core.config.catalog import (
     BY_PATH,
@@ -30,6 +30,9 @@ from tau_core.config.issues import ConfigIssue, ConfigValidationError, PathKey, 
 from tau_core.config.loader import Document, require_mapping
 from tau_core.errors import ConfigError
 from tau_core.hashing import config_hash as config_hash  # the one definition, re-exported
+
+if TYPE_CHECKING:
+    from tau_core.config.run_model import RunConfig
 
 SOURCE_CONFIG = "config"
 SOURCE_DEFAULT = "default"
@@ -62,6 +65,13 @@ class ValidatedConfig:
         if self._hash is None:
             self._hash = config_hash(self.normalized)
         return self._hash
+
+    @property
+    def model(self) -> RunConfig:
+        """The normalized config as the typed, catalog-generated :class:`~tau_core.config.run_model.RunConfig`."""
+        from tau_core.config.run_model import run_config
+
+        return run_config(self.normalized)
 
     def get(self, dotted_path: str) -> Any:
         return get_path(self.normalized, dotted_path)
