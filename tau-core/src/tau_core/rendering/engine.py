@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from tau_core.plugins import Host
 
 
+def _to_context(value: Mapping[str, Any] | RenderContext | None) -> RenderContext:
+    return RenderContext.from_mapping(value)
+
+
 @attrs.define(kw_only=True)
 class RenderRequest:
     """Everything a renderer needs; renderers read nothing else (no cluster, no clock)."""
@@ -25,7 +29,7 @@ class RenderRequest:
     """Run name (DNS-1123); becomes ``metadata.name``."""
     config: Mapping[str, Any]
     """Normalized ``tau.yaml``: every field present, defaults applied, aliases resolved, engine set."""
-    context: RenderContext = attrs.field(factory=RenderContext, converter=RenderContext.from_mapping)
+    context: RenderContext = attrs.field(factory=RenderContext, converter=_to_context)
     """Resolved platform values (a plain mapping is converted at construction)."""
     sources: Mapping[str, str] = attrs.field(factory=dict)
     """Dotted config path -> where the value came from (config, workspace default, ...)."""
