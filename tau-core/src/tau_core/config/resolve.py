@@ -153,27 +153,11 @@ def code_sha(start: Path) -> str | None:
     return head_sha(start)
 
 
-_SECRET_FLAGS = ("--token", "--password", "--secret", "--client-secret", "--key")
-
-
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("<redacted>")
-            hide_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if name in _SECRET_FLAGS:
-            if eq:
-                out.append(f"{name}=<redacted>")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return out
+    """The argv with secret flag values redacted (:func:`tau_core.rendering.redact_argv`, the one rule)."""
+    from tau_core.rendering import redact_argv as redact
+
+    return redact(argv)
 
 
 def load_target_config(target: Target) -> ValidatedConfig:

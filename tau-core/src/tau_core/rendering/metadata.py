@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -243,6 +243,15 @@ def profile_stamps(request: RenderRequest) -> dict[str, str]:
     return {k: v for k, v in stamps.items() if v}
 
 
+def pod_labels(request: RenderRequest, labels: Mapping[str, str]) -> dict[str, str]:
+    """Pod-template labels: the workload's minus Kueue's, plus the workload-identity opt-in (sorted)."""
+    out = {k: v for k, v in labels.items() if not k.startswith("kueue.x-k8s.io/")}
+    sa = request.context.service_account
+    if request.context.workload_identity and sa and not is_placeholder(sa):
+        out[keys.WORKLOAD_IDENTITY_USE] = "true"
+    return dict(sorted(out.items()))
+
+
 def pod_correlation_annotations(workload_annotations: Mapping[str, str]) -> dict[str, str]:
     """The subset of workload annotations that pod templates carry."""
     keep = (keys.WORKSPACE_ID, keys.RESULT_SCOPE, keys.EXPERIMENT_SOURCE, keys.METRICS_SESSION_ID)
@@ -256,6 +265,25 @@ def _str(value: Any) -> str | None:
 _SECRET_FLAG = re.compile(r"^--?[A-Za-z0-9-]*(token|secret|password|key|credential)[A-Za-z0-9-]*$", re.I)
 
 
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the value of every secret-looking flag (token, secret, password, key, credential)
+    replaced by ``<redacted>``, whether it follows as ``--flag=value`` or as the next word."""
+    out: list[str] = []
+    redact_next = False
+    for arg in argv:
+        if redact_next:
+            out.append(REDACTED)
+            redact_next = False
+            continue
+        flag, eq, _ = arg.partition("=")
+        if _SECRET_FLAG.match(flag):
+            out.append(f"{flag}={REDACTED}" if eq else arg)
+            redact_next = not eq
+            continue
+        out.append(arg)
+    return out
+
+
 def _command_text(value: Any) -> str | None:
     """The ``tau`` argv as one string, with the values of secret-looking flags redacted."""
     if value is None or value == "":
@@ -267,20 +295,4 @@ def _command_text(value: Any) -> str | None:
             argv = value.split()
     else:
         argv = [str(v) for v in value]
-    out: list[str] = []
-    redact_next = False
-    for arg in argv:
-        if redact_next:
-            out.append(REDACTED)
-            redact_next = False
-            continue
-        flag, eq, _ = arg.partition("=")
-        if _SECRET_FLAG.match(flag):
-            if eq:
-                out.append(f"{flag}={REDACTED}")
-            else:
-                out.append(arg)
-                redact_next = True
-            continue
-        out.append(arg)
-    return shell_join(out)
+    return shell_join(redact_argv(argv))

@@ -276,12 +276,8 @@ class _JobRenderer:
         annotations = r.workload_annotations(req, image=shape.image, gpu_count=shape.gpus, payload=pod.payload,
                                              execution=execution, extra=pod.annotations)
         topology = r.topology_annotations(r.resolved_topology(req))
-        pod_labels = {k: v for k, v in labels.items() if not k.startswith("kueue.x-k8s.io/")}
-        sa = req.context.service_account
-        if req.context.workload_identity and sa and not r.is_placeholder(sa):
-            pod_labels[keys.WORKLOAD_IDENTITY_USE] = "true"
         pod_annotations = dict(sorted({**r.pod_correlation_annotations(annotations), **topology}.items()))
-        return _Meta(labels, annotations, dict(sorted(pod_labels.items())), pod_annotations)
+        return _Meta(labels, annotations, r.pod_labels(req, labels), pod_annotations)
 
     def _pod_spec(self, shape: _Shape, pod: _Pod, containers: list[dict[str, Any]]) -> dict[str, Any]:
         cfg, req = self.cfg, self.req

@@ -324,18 +324,14 @@ class _RayJobRenderer:
         annotations = r.workload_annotations(req, image=shape.image, gpu_count=shape.workers * shape.gpw,
                                              payload=payload.annotations, execution={"launcher": shape.launcher},
                                              extra=driver.annotations)
-        pod_labels = dict(sorted((k, v) for k, v in labels.items() if not k.startswith("kueue.x-k8s.io/")))
-        sa = req.context.service_account
-        if req.context.workload_identity and sa and not r.is_placeholder(sa):
-            pod_labels[keys.WORKLOAD_IDENTITY_USE] = "true"
-            pod_labels = dict(sorted(pod_labels.items()))
+        pod_labels = r.pod_labels(req, labels)
         correlation = r.pod_correlation_annotations(annotations)
         monitoring = {keys.ADX_SCRAPE: "true", keys.ADX_PORT: "8080"}
         topology = r.topology_annotations(r.resolved_topology(req))
         head_ann = dict(sorted({**correlation, **monitoring, keys.ADX_LOG_DESTINATION: "Logs:ContainerLogs"}.items()))
         worker_ann = dict(sorted({**correlation, **monitoring, **topology}.items()))
         _, pod_priority = r.priority_classes(req)
-        return _Meta(labels, annotations, pod_labels, head_ann, worker_ann, pod_priority, sa)
+        return _Meta(labels, annotations, pod_labels, head_ann, worker_ann, pod_priority, req.context.service_account)
 
     def _pod_spec(self, spec: dict[str, Any], meta: _Meta, role: str) -> dict[str, Any]:
         """Service account, priority and (in restricted mode) the Restricted profile of one pod template."""
