@@ -10,18 +10,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self
 
 import attrs
 
 if TYPE_CHECKING:
     import cattrs
 
-_T = TypeVar("_T")
+class _Edge:
+    """Built from a plain mapping at the edge (unknown keys ignored, empty values unset) and back."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | Self | None) -> Self:
+        if values is not None and not isinstance(values, Mapping):
+            return values
+        data = {str(k): v for k, v in (values or {}).items() if v is not None and v != ""}
+        return converter().structure(data, cls)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The set fields as a plain mapping."""
+        return {k: v for k, v in converter().unstructure(self).items() if v is not None}
 
 
 @attrs.frozen(kw_only=True)
-class WorkspaceDefaults:
+class WorkspaceDefaults(_Edge):
     """What the ``workspace-defaults`` resolver answers for the selected TauWorkspace (all optional)."""
 
     namespace: str | None = None
@@ -37,33 +51,15 @@ class WorkspaceDefaults:
     workspace_uid: str | None = None
     result_pvc: str | None = None
 
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | WorkspaceDefaults | None) -> WorkspaceDefaults:
-        if isinstance(values, WorkspaceDefaults):
-            return values
-        return _structure(values, cls)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in converter().unstructure(self).items() if v is not None}
-
 
 @attrs.frozen(kw_only=True)
-class WorkspacePins:
+class WorkspacePins(_Edge):
     """The values a verified workspace connection pins; a later verification that differs is drift."""
 
     workspace_uid: str | None = None
     namespace: str | None = None
     queue: str | None = None
     service_account: str | None = None
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | WorkspacePins | None) -> WorkspacePins:
-        if isinstance(values, WorkspacePins):
-            return values
-        return _structure(values, cls)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in converter().unstructure(self).items() if v is not None}
 
     def drift(self, verified: WorkspacePins) -> dict[str, tuple[str | None, str | None]]:
         """Pinned fields whose verified value differs (an unpinned field never drifts)."""
@@ -73,11 +69,6 @@ class WorkspacePins:
             if old is not None and old != new:
                 out[field.name] = (old, new)
         return out
-
-
-def _structure(values: Mapping[str, Any] | None, cls: type[_T]) -> _T:
-    data = {str(k): v for k, v in (values or {}).items() if v is not None and v != ""}
-    return converter().structure(data, cls)
 
 
 @cache
