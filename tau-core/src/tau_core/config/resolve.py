@@ -9,6 +9,12 @@ activated), workspace defaults are unknown, and a workload profile comes only fr
 ``policy.workload_profile_snapshot``.  With ``--dry-run=client`` unknown cluster values become
 ``<unresolved-...>`` placeholders and a warning says why; otherwise they are errors.
 
+:func:`resolve_run` is a pipeline of named steps (:data:`STEPS`: config kind, connection, workspace,
+namespace, workload profile, GPU cardinality, queue, workspace values, unresolved).  Each step
+reads what earlier ones decided from a small state object and records every value it decides with
+its source; ``Resolution.trail`` keeps (step, key, source) in order, and the render request's
+``sources`` keep the source of every config path and ``context.<key>``.
+
 Resolver contracts (each receives a :class:`ResolveRequest`, returns ``None`` to pass):
 
 * ``project`` -> a :class:`tau_core.config.targets.Target` (replaces target discovery);

@@ -6,8 +6,8 @@
 or timestamps: the only per-submission value is the submission id passed in the request,
 from which publication and metrics-session ids are derived.
 
-The helpers below are renderer-independent so that every workload renderer (Job, RayJob,
-RayService, Deployment) builds metadata, security, placement and environment the same way.
+The helpers re-exported here are renderer-independent so that every workload renderer (Job,
+RayJob, RayService, Deployment) builds metadata, security, placement and environment the same way.
 
 ``RenderRequest.context`` is a typed :class:`RenderContext` (see :mod:`tau_core.rendering.context`).
 
