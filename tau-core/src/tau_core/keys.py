@@ -161,3 +161,13 @@ ENV_CLUSTER_JOB: Final = "TAU_CLUSTER_JOB"
 #: Where ``tau.stellar`` writes closed metric-history chunks inside a cluster job, relative to
 #: ``storage.output`` (the managed RayJob lists it in ``metrics.history`` for the offload sidecar).
 STELLAR_HISTORY_GLOB: Final = "stellar/history-*.jsonl"
+
+# -- well-known names and paths (defined once; renderers, backends and workspace code import them) --------
+#: The namespace the platform's own objects (TauCluster, controller, portal) live in unless configured.
+SYSTEM_NAMESPACE_DEFAULT: Final = "tau-system"
+#: Environment variable that overrides :data:`SYSTEM_NAMESPACE_DEFAULT`.
+ENV_SYSTEM_NAMESPACE: Final = "TAU_SYSTEM_NAMESPACE"
+#: Directory under ``storage.output`` holding one sub-directory per artifact publication.
+ARTIFACTS_DIR: Final = ".tau-artifacts"
+#: Marker written last (``complete <publication-id>``) once a publication is whole.
+ARTIFACTS_COMPLETE_MARKER: Final = ".tau-artifacts-complete"

@@ -34,8 +34,8 @@ METRICS_WAIT_SECONDS = 120
 METRICS_CONTAINER = "metrics-offload"
 METRICS_VOLUME = "tau-metrics-runtime"
 STAGING_ROOT = "/mnt/tau-output"
-PUBLICATION_DIR = ".tau-artifacts"
-PUBLICATION_MARKER = ".tau-artifacts-complete"
+PUBLICATION_DIR = keys.ARTIFACTS_DIR
+PUBLICATION_MARKER = keys.ARTIFACTS_COMPLETE_MARKER
 
 
 def q(text: str) -> str:
@@ -185,7 +185,7 @@ def staged_publication(request: RenderRequest, output: str | None) -> tuple[str,
             "staged artifact publication requires storage.output under /data",
             hint="set storage.output to a directory under /data on a writable PVC",
         )
-    publication = request.ctx("artifact_publication_id") or derived_id(
+    publication = request.context.artifact_publication_id or derived_id(
         "publication", request.name, request.submission_id
     )
     return f"{STAGING_ROOT}/{request.name}", str(publication)
@@ -222,16 +222,39 @@ class MetricsOffload:
 
 def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffload | None:
     """The ``metrics-offload`` sidecar when ``metrics.offload.enabled`` (decision 7: image from env)."""
-    cfg = request.config
-    if not get(cfg, "metrics.offload.enabled"):
+    if not get(request.config, "metrics.offload.enabled"):
         return None
-    history = [str(h) for h in get(cfg, "metrics.history", []) or []]
-    if not history:
+    output, image = _offload_preconditions(request, pvc_mounted)
+    session = str(request.context.metrics_session_id or derived_id("metrics", request.name, request.submission_id))
+    container: dict[str, Any] = {
+        "name": METRICS_CONTAINER,
+        "image": image,
+        "command": ["taugrid-portal"],
+        "args": _offload_args(request, output, session),
+        "env": [
+            {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+            {"name": "TAU_EXP_STORE", "value": f"{METRICS_RUNTIME_DIR}/metrics/{session}/expstore"},
+        ],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
+        "securityContext": hardened_container_security(),
+        "volumeMounts": [
+            {"name": METRICS_VOLUME, "mountPath": METRICS_RUNTIME_DIR},
+            {"name": "data", "mountPath": "/data"},
+        ],
+    }
+    annotations = {keys.EXPERIMENT_SOURCE: "stellar", keys.METRICS_SESSION_ID: session}
+    return MetricsOffload(container, session, annotations)
+
+
+def _offload_preconditions(request: RenderRequest, pvc_mounted: bool) -> tuple[str, str]:
+    """(output, pinned image): history paths, experiment identity, durable output and the image are required."""
+    cfg = request.config
+    if not get(cfg, "metrics.history", []):
         raise ConfigError(
             "metrics.offload.enabled requires at least one metrics.history path",
             hint="list the JSONL history globs your trainer writes, relative to storage.output",
         )
-    project, experiment, group = experiment_identity(cfg)
+    project, experiment, _ = experiment_identity(cfg)
     if not project or not experiment:
         raise ConfigError(
             "metrics.offload.enabled requires experiment.project and experiment.name",
@@ -250,65 +273,35 @@ def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffl
             hint="export TAU_METRICS_OFFLOAD_IMAGE=<taugrid-portal image>@sha256:<digest>",
         )
     require_pinned(image, "TAU_METRICS_OFFLOAD_IMAGE")
-    session = str(request.ctx("metrics_session_id") or derived_id("metrics", request.name, request.submission_id))
-    out = request.env.get("TAU_METRICS_OFFLOAD_OUT") or f"{output}/.tau/metrics/{session}/offload"
-    store = f"{METRICS_RUNTIME_DIR}/metrics/{session}/expstore"
-    args = [
-        "experiment",
-        "offload",
-        "metrics",
-        "--watch",
-        "--run",
-        request.name,
-        "--project",
-        project,
-        "--experiment",
-        experiment,
-    ]
+    return output, image
+
+
+def _offload_args(request: RenderRequest, output: str, session: str) -> list[str]:
+    """``taugrid-portal experiment offload metrics --watch ...`` for this run."""
+    cfg, env = request.config, request.env
+    project, experiment, group = experiment_identity(cfg)
+    args = ["experiment", "offload", "metrics", "--watch", "--run", request.name, "--project", project,
+            "--experiment", experiment]
     if group:
         args += ["--group", group]
     args += [
-        "--source",
-        request.env.get("TAU_METRICS_OFFLOAD_SOURCE") or "stellar-online",
-        "--out",
-        out,
-        "--completion-file",
-        METRICS_COMPLETION_FILE,
-        "--interval",
-        request.env.get("TAU_METRICS_OFFLOAD_INTERVAL") or "10s",
+        "--source", env.get("TAU_METRICS_OFFLOAD_SOURCE") or "stellar-online",
+        "--out", env.get("TAU_METRICS_OFFLOAD_OUT") or f"{output}/.tau/metrics/{session}/offload",
+        "--completion-file", METRICS_COMPLETION_FILE,
+        "--interval", env.get("TAU_METRICS_OFFLOAD_INTERVAL") or "10s",
         "--baseline-existing-history",
-        "--ready-file",
-        METRICS_READY_FILE,
-        "--done-file",
-        METRICS_DONE_FILE,
+        "--ready-file", METRICS_READY_FILE,
+        "--done-file", METRICS_DONE_FILE,
     ]
-    for h in history:
+    for h in (str(h) for h in get(cfg, "metrics.history", []) or []):
         args += ["--history", h if h.startswith("/") else str(PurePosixPath(output) / h)]
-    workspace = request.ctx("workspace") or get(cfg, "policy.workspace")
+    workspace = request.context.workspace or get(cfg, "policy.workspace")
     if workspace:
         args += ["--tag", f"workspace={workspace}"]
-    endpoint = request.env.get("TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT")
+    endpoint = env.get("TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT")
     if endpoint:
         args += ["--remote-write-endpoint", endpoint]
-    args += ["--status-artifact-uri", f"file://{output}"]
-    container: dict[str, Any] = {
-        "name": METRICS_CONTAINER,
-        "image": image,
-        "command": ["taugrid-portal"],
-        "args": args,
-        "env": [
-            {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
-            {"name": "TAU_EXP_STORE", "value": store},
-        ],
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
-        "securityContext": hardened_container_security(),
-        "volumeMounts": [
-            {"name": METRICS_VOLUME, "mountPath": METRICS_RUNTIME_DIR},
-            {"name": "data", "mountPath": "/data"},
-        ],
-    }
-    annotations = {keys.EXPERIMENT_SOURCE: "stellar", keys.METRICS_SESSION_ID: session}
-    return MetricsOffload(container, session, annotations)
+    return [*args, "--status-artifact-uri", f"file://{output}"]
 
 
 def metrics_runtime_volume() -> dict[str, Any]:
@@ -362,7 +355,8 @@ def profiler_setup(
         {"name": "TAU_PROFILE_RANK", "value": rank},
         {"name": "TAU_PROFILE_OUT_DIR", "value": out_dir},
         {"name": "TAU_PROFILE_RUN_ID", "value": request.name},
-        {"name": "TAU_PROFILE_NAMESPACE", "value": str(request.ctx("namespace") or get(cfg, "policy.namespace") or "")},
+        {"name": "TAU_PROFILE_NAMESPACE",
+         "value": str(request.context.namespace or get(cfg, "policy.namespace") or "")},
         {"name": "TAU_PROFILE_EXT", "value": ext},
     ]
     annotations = {keys.PROFILE_MODE: mode, keys.PROFILE_PATH: out_dir, keys.PROFILE_RANK: rank}

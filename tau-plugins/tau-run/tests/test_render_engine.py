@@ -97,7 +97,7 @@ def _string_constants(path: Path) -> list[tuple[int, str]]:
 
 def test_tau_keys_are_defined_once() -> None:
     files = [
-        REPO / "tau-core/src/tau_core/rendering.py",
+        *sorted((REPO / "tau-core/src/tau_core/rendering").glob("*.py")),
         REPO / "tau-core/src/tau_core/render_scripts.py",
         *sorted((REPO / "tau-plugins/tau-run/src/tau_run/renderers").glob("*.py")),
     ]

@@ -14,7 +14,6 @@ exception classes, so validating a config does not import fastjsonschema.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 TARGET = Path(__file__).with_name("_schema_compiled.py")
@@ -73,12 +72,10 @@ def sources_crc32() -> int | None:
 
 
 def schema_sha256() -> str:
-    import hashlib
-
     from tau_core.config.schema import build_schema
+    from tau_core.hashing import canonical_json, sha256_hex
 
-    blob = json.dumps(build_schema(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return sha256_hex(canonical_json(build_schema()))
 
 
 def generate() -> str:

@@ -24,6 +24,8 @@ from tau_core import keys
 from tau_core.config.catalog import QUANTITY_PATTERN, Field
 from tau_core.config.issues import ConfigIssue, ConfigValidationError, PathKey
 from tau_core.config.loader import Document, require_mapping
+from tau_core.config.reserved import RESERVED_MOUNT_PATHS
+from tau_core.hashing import sha256_hex
 
 SCHEMA_VERSION = 1
 SCHEMA_ID = "https://taugrid.dev/schemas/tau-managed-workflow.schema.json"
@@ -36,7 +38,6 @@ SECRET_PAYLOAD = "tau-job-secrets.json"
 KINDS = ("rayjob", "rayjob-eval")
 RESERVED_KEYS = ("schema_version", "name", "compute", "eval", "entrypoint")
 RESERVED_MOUNT_NAMES = ("script", "manifest", "data", "tau-hot", "dshm")
-RESERVED_MOUNT_PATHS = ("/script", "/manifest", "/data", "/mnt", "/dev/shm")
 UPSTREAM_ENV = "TAU_UPSTREAM_CHECKPOINT"
 STELLAR_HISTORY = keys.STELLAR_HISTORY_GLOB
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -462,7 +463,6 @@ def wrapper_source() -> bytes:
 
 def payload(m: ManagedManifest, base_dir: Path, *, display: str) -> ManagedPayload:
     """Read the staged files next to the manifest and build the renderer's payload."""
-    import hashlib
 
     from tau_core.errors import ConfigError
 
@@ -496,7 +496,7 @@ def payload(m: ManagedManifest, base_dir: Path, *, display: str) -> ManagedPaylo
         env.append((UPSTREAM_ENV, m.upstream_checkpoint))
     return ManagedPayload(files=files, entry=WRAPPER, env=tuple(env), mounts=m.mounts, secret_name=secret_name,
                           secret_data=secret_data, kind=m.kind, cpu_workers=m.cpu_workers, gpus=m.gpus,
-                          manifest_digest=hashlib.sha256(manifest_doc).hexdigest())
+                          manifest_digest=sha256_hex(manifest_doc))
 
 
 def redacted_manifest(m: ManagedManifest) -> bytes:
@@ -566,7 +566,5 @@ def validate_managed(doc: Document, *, name_override: str | None = None, base_di
     validated = validate_document(synthetic, base_dir=base, check_files=False)
     validated.warnings[:0] = warnings
     if doc.text:  # a managed manifest's config hash is the SHA-256 of the file's bytes
-        import hashlib
-
-        validated._hash = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
+        validated._hash = sha256_hex(doc.text)
     return validated

@@ -8,8 +8,6 @@ authoritative profile field is reported rather than silently overridden.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from tau_core.config.catalog import PROFILE_PLACEMENTS
 from tau_core.config.issues import ConfigIssue, ConfigValidationError
 from tau_core.config.loader import Document, load_yaml_file, require_mapping
 from tau_core.errors import ConfigError
+from tau_core.hashing import prefixed_digest
 
 SNAPSHOT_API_VERSION = "tau.azure.com/v1alpha1"
 SNAPSHOT_KIND = "TauWorkloadProfileSnapshot"
@@ -37,8 +36,7 @@ def profile_set_hash(profiles: list[Mapping[str, Any]]) -> str:
     items = []
     for p in sorted(profiles, key=lambda p: str(p.get("name", ""))):
         items.append({k: v for k, v in p.items() if k not in ("ready", "conditions", "observedGeneration")})
-    blob = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return prefixed_digest(items)
 
 
 @dataclass
@@ -67,16 +65,8 @@ def _issue(doc: Document, path: tuple[Any, ...], message: str, hint: str | None 
     return doc.issue(path, ".".join(str(p) for p in path), message, hint)
 
 
-def load_snapshot(path: Path) -> ProfileCatalog:
-    """Read and check a snapshot file; every problem is reported with its position."""
-    doc = load_yaml_file(path)
-    data = require_mapping(doc, "workload profile snapshot")
-    issues: list[ConfigIssue] = []
-    if data.get("apiVersion") != SNAPSHOT_API_VERSION or data.get("kind") != SNAPSHOT_KIND:
-        issues.append(_issue(doc, ("kind",), f"not a workload profile snapshot: expected apiVersion "
-                             f"{SNAPSHOT_API_VERSION} and kind {SNAPSHOT_KIND}",
-                             "export one with tau cluster profiles export --output FILE"))
-        raise ConfigValidationError(issues)
+def _check_revision(doc: Document, data: Mapping[str, Any], issues: list[ConfigIssue]) -> Any:
+    """Known top-level keys, a positive generation, observed at that generation and ready; the generation."""
     known = {"apiVersion", "kind", "metadata", "tauClusterGeneration", "observedGeneration", "profileSetHash",
              "profiles", "conditions", "exportedAt", "cluster"}
     for key in data:
@@ -95,48 +85,67 @@ def load_snapshot(path: Path) -> ProfileCatalog:
             if str(cond.get("status")) != "True" or cond.get("observedGeneration", generation) != generation:
                 issues.append(_issue(doc, ("conditions", i), "WorkloadProfilesReady is not True for this "
                                      "generation; the profile set is not ready", "re-export a ready revision"))
+    return generation
+
+
+def _check_profile(doc: Document, i: int, p: Any, names: set[str], issues: list[ConfigIssue]) -> None:
+    """One published profile: known keys, a unique name, cardinality, mode, placement, target, queue."""
+    where = ("profiles", i)
+    if not isinstance(p, dict):
+        issues.append(_issue(doc, where, "each profile must be a mapping"))
+        return
+    for key in p:
+        if key not in PROFILE_KEYS:
+            issues.append(_issue(doc, (*where, key), f"unknown profile key {key!r}"))
+    name = p.get("name")
+    if not isinstance(name, str) or not name:
+        issues.append(_issue(doc, (*where, "name"), "profile name is required"))
+    elif name in names:
+        issues.append(_issue(doc, (*where, "name"), f"profile {name!r} appears more than once"))
+    else:
+        names.add(name)
+    for key, lo in (("gpusPerWorker", 0), ("workerCount", 1)):
+        v = p.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            issues.append(_issue(doc, (*where, key), f"{key} must be an integer >= {lo}"))
+    if p.get("mode", "fixed") not in ("fixed", "elastic"):
+        issues.append(_issue(doc, (*where, "mode"), f"mode {p.get('mode')!r} is invalid (allowed: fixed|elastic)"))
+    if p.get("placement") not in PROFILE_PLACEMENTS:
+        issues.append(_issue(doc, (*where, "placement"), f"placement {p.get('placement')!r} is invalid "
+                             f"(allowed: {'|'.join(PROFILE_PLACEMENTS)})"))
+    if p.get("executionTarget", "singleCluster") not in EXECUTION_TARGETS:
+        issues.append(_issue(doc, (*where, "executionTarget"), "executionTarget must be singleCluster or "
+                             "multiKueue"))
+    if not isinstance(p.get("defaultLocalQueue"), str) or not p.get("defaultLocalQueue"):
+        issues.append(_issue(doc, (*where, "defaultLocalQueue"), "defaultLocalQueue is required"))
+    app = p.get("applicability", {})
+    if not isinstance(app, dict) or any(k not in ("teams", "lanes", "namespaces") for k in app) or any(
+            not isinstance(v, list) or not all(isinstance(x, str) for x in v) for v in app.values()):
+        issues.append(_issue(doc, (*where, "applicability"), "applicability must map teams/lanes/namespaces "
+                             "to lists of strings"))
+    prio = p.get("priorities", {})
+    if not isinstance(prio, dict):
+        issues.append(_issue(doc, (*where, "priorities"), "priorities must be a mapping"))
+
+
+def load_snapshot(path: Path) -> ProfileCatalog:
+    """Read and check a snapshot file; every problem is reported with its position."""
+    doc = load_yaml_file(path)
+    data = require_mapping(doc, "workload profile snapshot")
+    issues: list[ConfigIssue] = []
+    if data.get("apiVersion") != SNAPSHOT_API_VERSION or data.get("kind") != SNAPSHOT_KIND:
+        issues.append(_issue(doc, ("kind",), f"not a workload profile snapshot: expected apiVersion "
+                             f"{SNAPSHOT_API_VERSION} and kind {SNAPSHOT_KIND}",
+                             "export one with tau cluster profiles export --output FILE"))
+        raise ConfigValidationError(issues)
+    generation = _check_revision(doc, data, issues)
     profiles = data.get("profiles")
     if not isinstance(profiles, list) or not profiles:
         issues.append(_issue(doc, ("profiles",), "profiles must be a non-empty list"))
         raise ConfigValidationError(issues)
     names: set[str] = set()
     for i, p in enumerate(profiles):
-        where = ("profiles", i)
-        if not isinstance(p, dict):
-            issues.append(_issue(doc, where, "each profile must be a mapping"))
-            continue
-        for key in p:
-            if key not in PROFILE_KEYS:
-                issues.append(_issue(doc, (*where, key), f"unknown profile key {key!r}"))
-        name = p.get("name")
-        if not isinstance(name, str) or not name:
-            issues.append(_issue(doc, (*where, "name"), "profile name is required"))
-        elif name in names:
-            issues.append(_issue(doc, (*where, "name"), f"profile {name!r} appears more than once"))
-        else:
-            names.add(name)
-        for key, lo in (("gpusPerWorker", 0), ("workerCount", 1)):
-            v = p.get(key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                issues.append(_issue(doc, (*where, key), f"{key} must be an integer >= {lo}"))
-        if p.get("mode", "fixed") not in ("fixed", "elastic"):
-            issues.append(_issue(doc, (*where, "mode"), f"mode {p.get('mode')!r} is invalid (allowed: fixed|elastic)"))
-        if p.get("placement") not in PROFILE_PLACEMENTS:
-            issues.append(_issue(doc, (*where, "placement"), f"placement {p.get('placement')!r} is invalid "
-                                 f"(allowed: {'|'.join(PROFILE_PLACEMENTS)})"))
-        if p.get("executionTarget", "singleCluster") not in EXECUTION_TARGETS:
-            issues.append(_issue(doc, (*where, "executionTarget"), "executionTarget must be singleCluster or "
-                                 "multiKueue"))
-        if not isinstance(p.get("defaultLocalQueue"), str) or not p.get("defaultLocalQueue"):
-            issues.append(_issue(doc, (*where, "defaultLocalQueue"), "defaultLocalQueue is required"))
-        app = p.get("applicability", {})
-        if not isinstance(app, dict) or any(k not in ("teams", "lanes", "namespaces") for k in app) or any(
-                not isinstance(v, list) or not all(isinstance(x, str) for x in v) for v in app.values()):
-            issues.append(_issue(doc, (*where, "applicability"), "applicability must map teams/lanes/namespaces "
-                                 "to lists of strings"))
-        prio = p.get("priorities", {})
-        if not isinstance(prio, dict):
-            issues.append(_issue(doc, (*where, "priorities"), "priorities must be a mapping"))
+        _check_profile(doc, i, p, names, issues)
     set_hash = data.get("profileSetHash")
     if not isinstance(set_hash, str) or not set_hash:
         issues.append(_issue(doc, ("profileSetHash",), "profileSetHash is empty; the snapshot is not from a ready "

@@ -9,6 +9,12 @@ activated), workspace defaults are unknown, and a workload profile comes only fr
 ``policy.workload_profile_snapshot``.  With ``--dry-run=client`` unknown cluster values become
 ``<unresolved-...>`` placeholders and a warning says why; otherwise they are errors.
 
+:func:`resolve_run` is a pipeline of named steps (:data:`STEPS`: config kind, connection, workspace,
+namespace, workload profile, GPU cardinality, queue, workspace values, unresolved).  Each step
+reads what earlier ones decided from a small state object and records every value it decides with
+its source; ``Resolution.trail`` keeps (step, key, source) in order, and the render request's
+``sources`` keep the source of every config path and ``context.<key>``.
+
 Resolver contracts (each receives a :class:`ResolveRequest`, returns ``None`` to pass):
 
 * ``project`` -> a :class:`tau_core.config.targets.Target` (replaces target discovery);
@@ -25,19 +31,23 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from tau_core.config.issues import ConfigIssue, ConfigValidationError
 from tau_core.config.targets import Target, resolve_target
 from tau_core.config.validate import ValidatedConfig, get_path, set_path, validate_document
+from tau_core.config.workspace import WorkspaceDefaults
 from tau_core.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
+    from tau_core.config.profiles import ProfileCatalog
     from tau_core.plugins import Host
-    from tau_core.rendering import RenderRequest
+    from tau_core.rendering import RenderContext, RenderRequest
 
 SOURCE_CONFIG = "config"
 SOURCE_WORKSPACE = "workspace default"
@@ -102,6 +112,8 @@ class Resolution:
     warnings: list[str]
     offline: bool
     local: bool = False
+    trail: list[tuple[str, str, str]] = field(default_factory=list)
+    """(step, key or config path, source) for every value a resolution step decided, in order."""
 
     @property
     def config_issues(self) -> list[ConfigIssue]:
@@ -141,60 +153,17 @@ def read_descriptor(path: Path) -> dict[str, Any]:
 
 
 def code_sha(start: Path) -> str | None:
-    """``git rev-parse HEAD`` without a subprocess: read .git/HEAD and the ref it names."""
-    from tau_core.config.targets import git_root
+    """``git rev-parse HEAD`` without a subprocess (see :func:`tau_core.gitrepo.head_sha`)."""
+    from tau_core.gitrepo import head_sha
 
-    root = git_root(start)
-    if root is None:
-        return None
-    git = root / ".git"
-    try:
-        if git.is_file():
-            text = git.read_text(encoding="utf-8").strip()
-            if text.startswith("gitdir:"):
-                git = (root / text.split(":", 1)[1].strip()).resolve()
-        head = (git / "HEAD").read_text(encoding="utf-8").strip()
-        if not head.startswith("ref:"):
-            return head or None
-        ref = head.split(":", 1)[1].strip()
-        ref_file = git / ref
-        if ref_file.is_file():
-            return ref_file.read_text(encoding="utf-8").strip() or None
-        common = git / "commondir"
-        base = (git / common.read_text(encoding="utf-8").strip()).resolve() if common.is_file() else git
-        if (base / ref).is_file():
-            return (base / ref).read_text(encoding="utf-8").strip() or None
-        packed = base / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text(encoding="utf-8").splitlines():
-                if line.endswith(" " + ref):
-                    return line.split(" ", 1)[0]
-    except OSError:
-        return None
-    return None
-
-
-_SECRET_FLAGS = ("--token", "--password", "--secret", "--client-secret", "--key")
+    return head_sha(start)
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("<redacted>")
-            hide_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if name in _SECRET_FLAGS:
-            if eq:
-                out.append(f"{name}=<redacted>")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return out
+    """The argv with secret flag values redacted (:func:`tau_core.rendering.redact_argv`, the one rule)."""
+    from tau_core.rendering import redact_argv as redact
+
+    return redact(argv)
 
 
 def load_target_config(target: Target) -> ValidatedConfig:
@@ -221,257 +190,342 @@ def resolve_offline(options: RunOptions, *, host: Host | None = None) -> Resolut
 
 
 def resolve_run(options: RunOptions, *, host: Host | None = None) -> Resolution:
-    """Resolve a run for rendering and submission; see the module docstring."""
-    from tau_core import rendering
+    """Resolve a run for rendering and submission: the named :data:`STEPS` in order (see the module docstring)."""
+    state = _State.start(options, _host(host))
+    for step in STEPS:
+        state.step = step.__name__.lstrip("_")
+        step(state)
+    return _finish(state)
 
-    env = dict(os.environ if options.env is None else options.env)
-    dry_run = None if options.dry_run in (None, "", "none") else options.dry_run
-    if dry_run not in (None, "client", "server"):
-        raise UsageError(f"--dry-run must be one of: client, server, none (got {options.dry_run!r})")
-    h = _host(host)
-    warnings: list[str] = []
-    values: dict[str, Resolved] = {}
 
-    base = ResolveRequest(kind="project", options=options)
-    target = _ask(h, "project", base) or resolve_target(options.target, config=options.config,
-                                                        project=options.project, cwd=options.cwd)
-    validated = load_target_config(target)
-    cfg = validated.normalized
+@attrs.define
+class _State:
+    """A resolution in progress; each step reads what earlier steps set and records its values' sources."""
+
+    options: RunOptions
+    host: Host
+    env: dict[str, str]
+    dry_run: str | None
+    target: Target
+    validated: ValidatedConfig
+    values: dict[str, Resolved] = attrs.field(factory=dict)
+    warnings: list[str] = attrs.field(factory=list)
+    trail: list[tuple[str, str, str]] = attrs.field(factory=list)
+    step: str = "target"
+    local: bool = False
+    offline_only: bool = False
+    connection: Mapping[str, Any] | None = None
+    workspace: str | None = None
+    defaults: WorkspaceDefaults = attrs.field(factory=WorkspaceDefaults)
+    catalog: ProfileCatalog | None = None
+    profile: dict[str, Any] | None = None
+    resolved_cfg: dict[str, Any] = attrs.field(factory=dict)
+    sources: dict[str, str] = attrs.field(factory=dict)
+
+    @classmethod
+    def start(cls, options: RunOptions, host: Host) -> _State:
+        env = dict(os.environ if options.env is None else options.env)
+        dry_run = None if options.dry_run in (None, "", "none") else options.dry_run
+        if dry_run not in (None, "client", "server"):
+            raise UsageError(f"--dry-run must be one of: client, server, none (got {options.dry_run!r})")
+        target = _ask(host, "project", ResolveRequest(kind="project", options=options)) or resolve_target(
+            options.target, config=options.config, project=options.project, cwd=options.cwd)
+        validated = load_target_config(target)
+        state = cls(options, host, env, dry_run, target, validated)
+        state.resolved_cfg = copy.deepcopy(validated.normalized)
+        state.sources = dict(validated.sources)
+        return state
+
+    @property
+    def cfg(self) -> dict[str, Any]:
+        """The normalized config as validated (before workload-profile values are applied)."""
+        return self.validated.normalized
+
+    @property
+    def client(self) -> bool:
+        return self.dry_run == "client"
+
+    def set(self, key: str, value: Any, source: str) -> None:
+        """Resolve ``key`` and record where it came from (and which step decided it)."""
+        self.values[key] = Resolved(value, source)
+        self.trail.append((self.step, key, source))
+
+    def set_config(self, path: str, value: Any, source: str) -> None:
+        """Override a config path (a workload profile's or workspace's authoritative value) with its source."""
+        set_path(self.resolved_cfg, path, value)
+        self.sources[path] = source
+        self.trail.append((self.step, path, source))
+
+    def get(self, key: str) -> Any:
+        return self.values[key].value if key in self.values else None
+
+    def ask(self, kind: str, **fields: Any) -> Any:
+        request = ResolveRequest(kind, self.options, self.target, self.validated, values=self.values, **fields)
+        return _ask(self.host, kind, request)
+
+
+def _config_kind(s: _State) -> None:
+    """A direct config only; a workload-profile snapshot only for client dry-runs (and local runs)."""
+    cfg, options = s.cfg, s.options
     if cfg["workflow"]["file"]:
-        raise ConfigError(f"{validated.document.display} delegates to a managed workflow manifest (workflow.file); "
+        raise ConfigError(f"{s.validated.document.display} delegates to a managed workflow manifest (workflow.file); "
                           "managed workflows are rendered by the Python SDK path, not by direct tau run",
                           hint="run it with tau python, or remove workflow.file to submit a direct config")
-    snapshot = cfg["policy"]["workload_profile_snapshot"]
     # a local run places nothing through the workload profile, so a snapshot is no obstacle to --local
-    if snapshot and dry_run != "client" and not options.local:
+    if cfg["policy"]["workload_profile_snapshot"] and not s.client and not options.local:
         raise ConfigError("policy.workload_profile_snapshot requires --dry-run=client; snapshots cannot be used for "
                           "server dry-run or apply",
                           hint="remove the snapshot to resolve the live workload profile, or add --dry-run=client")
-    # -- kube context and workspace connection -------------------------------------------------
-    connection: Mapping[str, Any] | None = None
-    descriptor = target.connection_path()
-    if options.context:
-        values["context"] = Resolved(options.context, SOURCE_FLAG)
-    elif env.get("TAU_CONTEXT"):
-        values["context"] = Resolved(env["TAU_CONTEXT"], SOURCE_ENV)
-    local = options.local
-    offline_facts = read_descriptor(descriptor) if descriptor is not None and not options.local else None
-    if offline_facts is not None and offline_facts.get("local") and "context" not in values:
-        local = True  # a local workspace (access.method: local): the run executes on this machine
-        connection = offline_facts
-    offline_only = bool(snapshot) or local
-    if not offline_only:
-        connection = _ask(h, "workspace-connection", ResolveRequest("workspace-connection", options, target,
-                                                                     validated, values=values))
-    if connection is None and offline_facts is not None:
-        connection = offline_facts
-        if not offline_only and dry_run != "client":
-            warnings.append(f"the workspace connection {descriptor} was read but not activated: no connected "
-                            "resolver is installed")
-    if connection and connection.get("context") and "context" not in values:
-        values["context"] = Resolved(connection["context"], SOURCE_CONNECTION)
-    kubeconfig = connection.get("kubeconfig") if connection else None
 
-    # -- workspace ----------------------------------------------------------------------------
-    if options.workspace:
-        values["workspace"] = Resolved(options.workspace, SOURCE_FLAG)
+
+def _connection(s: _State) -> None:
+    """Kube context (flag, env) and the workspace connection (descriptor, then the connected resolver)."""
+    options = s.options
+    descriptor = s.target.connection_path()
+    if options.context:
+        s.set("context", options.context, SOURCE_FLAG)
+    elif s.env.get("TAU_CONTEXT"):
+        s.set("context", s.env["TAU_CONTEXT"], SOURCE_ENV)
+    s.local = options.local
+    offline_facts = read_descriptor(descriptor) if descriptor is not None and not options.local else None
+    if offline_facts is not None and offline_facts.get("local") and "context" not in s.values:
+        s.local = True  # a local workspace (access.method: local): the run executes on this machine
+        s.connection = offline_facts
+    s.offline_only = bool(s.cfg["policy"]["workload_profile_snapshot"]) or s.local
+    if not s.offline_only:
+        s.connection = s.ask("workspace-connection")
+    if s.connection is None and offline_facts is not None:
+        s.connection = offline_facts
+        if not s.offline_only and not s.client:
+            s.warnings.append(f"the workspace connection {descriptor} was read but not activated: no connected "
+                              "resolver is installed")
+    if s.connection and s.connection.get("context") and "context" not in s.values:
+        s.set("context", s.connection["context"], SOURCE_CONNECTION)
+
+
+def _workspace(s: _State) -> None:
+    """The TauWorkspace: flag, config, connection, then the project catalog's connection."""
+    cfg, target, connection = s.cfg, s.target, s.connection
+    project_ws = target.project.workspace if target.project is not None else None
+    if s.options.workspace:
+        s.set("workspace", s.options.workspace, SOURCE_FLAG)
     elif cfg["policy"]["workspace"]:
-        values["workspace"] = Resolved(cfg["policy"]["workspace"], SOURCE_CONFIG)
+        s.set("workspace", cfg["policy"]["workspace"], SOURCE_CONFIG)
     elif connection and connection.get("workspace"):
-        values["workspace"] = Resolved(connection["workspace"], SOURCE_CONNECTION)
-    elif target.project is not None and target.project.workspace:
-        values["workspace"] = Resolved(target.project.workspace, SOURCE_CONNECTION)
-    if (target.project is not None and target.project.workspace and cfg["policy"]["workspace"]
-            and cfg["policy"]["workspace"] != target.project.workspace):
+        s.set("workspace", connection["workspace"], SOURCE_CONNECTION)
+    elif project_ws:
+        s.set("workspace", project_ws, SOURCE_CONNECTION)
+    if project_ws and cfg["policy"]["workspace"] and cfg["policy"]["workspace"] != project_ws:
         raise ConfigError(f"run config policy.workspace {cfg['policy']['workspace']!r} conflicts with catalog "
-                          f"connection workspace {target.project.workspace!r} for project {target.project.name!r}")
-    workspace = values["workspace"].value if "workspace" in values else None
-    if cfg["metrics"]["offload"]["enabled"] and not workspace and not local:
+                          f"connection workspace {project_ws!r} for project {target.project.name!r}")  # type: ignore[union-attr]
+    s.workspace = s.get("workspace")
+    if cfg["metrics"]["offload"]["enabled"] and not s.workspace and not s.local:
         message = ("metrics.offload.enabled requires a resolved TauWorkspace (the offloaded metrics are scoped to "
                    "it)")
-        if dry_run == "client":
-            warnings.append(message + "; pass --workspace or set policy.workspace before submitting")
-        else:
+        if not s.client:
             raise ConfigError(message, hint="pass --workspace, set policy.workspace, or connect the repository")
+        s.warnings.append(message + "; pass --workspace or set policy.workspace before submitting")
+    if s.workspace and not s.offline_only:
+        answer = s.ask("workspace-defaults", connection=s.connection, workspace=s.workspace)
+        s.defaults = WorkspaceDefaults.from_mapping(answer)
 
-    defaults: Mapping[str, Any] = {}
-    if workspace and not offline_only:
-        answer = _ask(h, "workspace-defaults", ResolveRequest("workspace-defaults", options, target, validated,
-                                                              connection, workspace, values=values))
-        defaults = answer or {}
 
-    # -- namespace ----------------------------------------------------------------------------
-    ws_ns = defaults.get("namespace")
-    if options.namespace:
-        values["namespace"] = Resolved(options.namespace, SOURCE_FLAG)
-    elif cfg["policy"]["namespace"]:
-        values["namespace"] = Resolved(cfg["policy"]["namespace"], SOURCE_CONFIG)
+def _namespace(s: _State) -> None:
+    """Flag, config, the workspace's target namespace, the connection, or ``local``; never two disagreeing."""
+    ws_ns = s.defaults.namespace
+    if s.options.namespace:
+        s.set("namespace", s.options.namespace, SOURCE_FLAG)
+    elif s.cfg["policy"]["namespace"]:
+        s.set("namespace", s.cfg["policy"]["namespace"], SOURCE_CONFIG)
     elif ws_ns:
-        values["namespace"] = Resolved(ws_ns, SOURCE_WORKSPACE)
-    elif connection and connection.get("namespace"):
-        values["namespace"] = Resolved(connection["namespace"], SOURCE_CONNECTION)
-    elif local:
-        values["namespace"] = Resolved("local", SOURCE_DEFAULT)
-    if ws_ns and "namespace" in values and values["namespace"].value != ws_ns:
-        raise ConfigError(f"namespace {values['namespace'].value!r} conflicts with TauWorkspace {workspace!r} "
+        s.set("namespace", ws_ns, SOURCE_WORKSPACE)
+    elif s.connection and s.connection.get("namespace"):
+        s.set("namespace", s.connection["namespace"], SOURCE_CONNECTION)
+    elif s.local:
+        s.set("namespace", "local", SOURCE_DEFAULT)
+    if ws_ns and "namespace" in s.values and s.get("namespace") != ws_ns:
+        raise ConfigError(f"namespace {s.get('namespace')!r} conflicts with TauWorkspace {s.workspace!r} "
                           f"target namespace {ws_ns!r}", hint="drop the explicit namespace or pick another workspace")
 
-    # -- workload profile ---------------------------------------------------------------------
+
+def _workload_profile(s: _State) -> None:
+    """Select the TauCluster workload profile (a snapshot, or the resolver) and apply its authoritative values."""
     from tau_core.config import profiles as prof
 
-    policy = cfg["policy"]
-    ns_for_selection = values["namespace"].value if "namespace" in values else None
-    selection = prof.SelectionRequest(policy["profile"], ns_for_selection, policy["team"] or env.get("TAU_TEAM"),
+    policy = s.cfg["policy"]
+    selection = prof.SelectionRequest(policy["profile"], s.get("namespace"), policy["team"] or s.env.get("TAU_TEAM"),
                                       policy["lane"])
-    catalog: prof.ProfileCatalog | None = None
+    snapshot = policy["workload_profile_snapshot"]
     if snapshot:
-        base_dir = target.config_path.resolve().parent
-        snap_path = Path(snapshot) if Path(snapshot).is_absolute() else base_dir / snapshot
-        catalog = prof.load_snapshot(snap_path)
-    elif not local:
-        answer = _ask(h, "workload-profile", ResolveRequest("workload-profile", options, target, validated,
-                                                            connection, workspace, selection, values))
-        if answer is not None:
-            if not isinstance(answer, prof.ProfileCatalog):
-                raise ConfigError("the workload-profile resolver returned an unexpected value",
-                                  hint="the resolver must return a tau_core.config.profiles.ProfileCatalog")
-            catalog = answer
-    profile: dict[str, Any] | None = None
-    resolved_cfg = copy.deepcopy(cfg)
-    sources = dict(validated.sources)
-    if catalog is not None:
-        profile = prof.select_profile(catalog, selection)
-        explicit = {p: get_path(cfg, p) for p in validated.origins}
-        conflicts = prof.profile_conflicts(profile, validated.engine, explicit)
-        if conflicts:
-            doc = validated.document
-            issues = [doc.issue(validated.origins.get(p, ()), p, message,
-                                "remove the value from the config; the workload profile decides it")
-                      for p, message in conflicts]
-            raise ConfigValidationError(issues)
-        for path, value in prof.authoritative_values(profile, validated.engine).items():
-            set_path(resolved_cfg, path, value)
-            sources[path] = SOURCE_PROFILE
-        values["workload_profile"] = Resolved(profile["name"], SOURCE_PROFILE)
+        base_dir = s.target.config_path.resolve().parent
+        s.catalog = prof.load_snapshot(Path(snapshot) if Path(snapshot).is_absolute() else base_dir / snapshot)
+    elif not s.local:
+        answer = s.ask("workload-profile", connection=s.connection, workspace=s.workspace, selection=selection)
+        if answer is not None and not isinstance(answer, prof.ProfileCatalog):
+            raise ConfigError("the workload-profile resolver returned an unexpected value",
+                              hint="the resolver must return a tau_core.config.profiles.ProfileCatalog")
+        s.catalog = answer
+    if s.catalog is not None:
+        _apply_profile(s, prof.select_profile(s.catalog, selection))
     elif policy["profile"]:
-        if dry_run == "client" or local:
-            warnings.append(f"workload profile {policy['profile']!r} is not resolved offline; its queue, placement "
-                            "and cardinality are applied at submit (set policy.workload_profile_snapshot to render "
-                            "them offline)")
-        else:
+        if not (s.client or s.local):
             raise ConfigError(f"no TauCluster workload profile was selected for rendering (policy.profile "
                               f"{policy['profile']!r} needs a connected cluster)",
                               hint="connect the repository's workspace, or use --dry-run=client with "
                               "policy.workload_profile_snapshot")
-    if validated.engine == "job" and resolved_cfg["compute"]["gpus"] is None and not resolved_cfg["policy"]["shape"]:
-        if dry_run == "client" or local:
-            if not local:
-                warnings.append("no GPU count is resolved (compute.gpus or a workload profile); rendering a CPU Job")
-        else:
-            raise ConfigError("the Job has no resolved GPU cardinality",
-                              hint="select a ready TauCluster workload profile or set compute.gpus")
+        s.warnings.append(f"workload profile {policy['profile']!r} is not resolved offline; its queue, placement "
+                          "and cardinality are applied at submit (set policy.workload_profile_snapshot to render "
+                          "them offline)")
 
-    # -- queue, priorities, service account, output ---------------------------------------------
-    if cfg["policy"]["queue"]:
-        values["queue"] = Resolved(cfg["policy"]["queue"], SOURCE_CONFIG)
-    elif profile and profile.get("defaultLocalQueue"):
-        values["queue"] = Resolved(profile["defaultLocalQueue"], SOURCE_PROFILE)
-    elif defaults.get("queue"):
-        values["queue"] = Resolved(defaults["queue"], SOURCE_WORKSPACE)
-    elif local:
-        values["queue"] = Resolved("local", SOURCE_DEFAULT)
-    ws_queue = defaults.get("queue")
-    if ws_queue and "queue" in values and values["queue"].source == SOURCE_CONFIG and values["queue"].value != ws_queue:
-        raise ConfigError(f"queue {values['queue'].value!r} conflicts with TauWorkspace {workspace!r} LocalQueue "
+
+def _apply_profile(s: _State, profile: dict[str, Any]) -> None:
+    from tau_core.config import profiles as prof
+
+    validated = s.validated
+    explicit = {p: get_path(s.cfg, p) for p in validated.origins}
+    conflicts = prof.profile_conflicts(profile, validated.engine, explicit)
+    if conflicts:
+        doc = validated.document
+        raise ConfigValidationError([doc.issue(validated.origins.get(p, ()), p, message,
+                                               "remove the value from the config; the workload profile decides it")
+                                     for p, message in conflicts])
+    for path, value in prof.authoritative_values(profile, validated.engine).items():
+        s.set_config(path, value, SOURCE_PROFILE)
+    s.profile = profile
+    s.set("workload_profile", profile["name"], SOURCE_PROFILE)
+
+
+def _gpu_cardinality(s: _State) -> None:
+    """A Job needs a GPU count (``compute.gpus``, a profile or a shape); offline it renders a CPU Job."""
+    cfg = s.resolved_cfg
+    if s.validated.engine != "job" or cfg["compute"]["gpus"] is not None or cfg["policy"]["shape"]:
+        return
+    if not (s.client or s.local):
+        raise ConfigError("the Job has no resolved GPU cardinality",
+                          hint="select a ready TauCluster workload profile or set compute.gpus")
+    if not s.local:
+        s.warnings.append("no GPU count is resolved (compute.gpus or a workload profile); rendering a CPU Job")
+
+
+def _queue(s: _State) -> None:
+    """Config, the profile's default LocalQueue, the workspace's, or ``local``; config may not contradict it."""
+    ws_queue = s.defaults.queue
+    if s.cfg["policy"]["queue"]:
+        s.set("queue", s.cfg["policy"]["queue"], SOURCE_CONFIG)
+    elif s.profile and s.profile.get("defaultLocalQueue"):
+        s.set("queue", s.profile["defaultLocalQueue"], SOURCE_PROFILE)
+    elif ws_queue:
+        s.set("queue", ws_queue, SOURCE_WORKSPACE)
+    elif s.local:
+        s.set("queue", "local", SOURCE_DEFAULT)
+    queue = s.values.get("queue")
+    if ws_queue and queue is not None and queue.source == SOURCE_CONFIG and queue.value != ws_queue:
+        raise ConfigError(f"queue {queue.value!r} conflicts with TauWorkspace {s.workspace!r} LocalQueue "
                           f"{ws_queue!r}")
-    if not resolved_cfg["policy"]["priority_tier"] and defaults.get("priority_tier"):
-        tier = "default" if defaults["priority_tier"] == "normal" else defaults["priority_tier"]
-        resolved_cfg["policy"]["priority_tier"] = tier
-        sources["policy.priority_tier"] = SOURCE_WORKSPACE
-    if options.service_account:
-        values["service_account"] = Resolved(options.service_account, SOURCE_FLAG)
-    elif defaults.get("service_account"):
-        values["service_account"] = Resolved(defaults["service_account"], SOURCE_WORKSPACE)
-    output_root = defaults.get("output_root")
+
+
+def _workspace_values(s: _State) -> None:
+    """Priority tier, service account, output root, uid, result PVC and workload identity from the workspace."""
+    defaults = s.defaults
+    if not s.resolved_cfg["policy"]["priority_tier"] and defaults.priority_tier:
+        tier = "default" if defaults.priority_tier == "normal" else defaults.priority_tier
+        s.set_config("policy.priority_tier", tier, SOURCE_WORKSPACE)
+    if s.options.service_account:
+        s.set("service_account", s.options.service_account, SOURCE_FLAG)
+    elif defaults.service_account:
+        s.set("service_account", defaults.service_account, SOURCE_WORKSPACE)
+    output_root = defaults.output_root
     if output_root:
-        values["output_root"] = Resolved(output_root, SOURCE_WORKSPACE)
-        explicit_out = cfg["storage"]["output"]
+        s.set("output_root", output_root, SOURCE_WORKSPACE)
+        explicit_out = s.cfg["storage"]["output"]
         if explicit_out and not (explicit_out == output_root or explicit_out.startswith(output_root.rstrip("/") + "/")):
-            doc = validated.document
-            raise ConfigValidationError([doc.issue(validated.origins.get("storage.output", ()), "storage.output",
-                                                   f"storage.output {explicit_out!r} is outside the workspace output "
-                                                   f"root {output_root!r}", f"put it under {output_root}")])
+            validated = s.validated
+            raise ConfigValidationError([validated.document.issue(
+                validated.origins.get("storage.output", ()), "storage.output",
+                f"storage.output {explicit_out!r} is outside the workspace output root {output_root!r}",
+                f"put it under {output_root}")])
     for key in ("workspace_uid", "result_pvc", "workload_identity"):
-        if defaults.get(key) is not None:
-            values[key] = Resolved(defaults[key], SOURCE_WORKSPACE)
+        if getattr(defaults, key) is not None:
+            s.set(key, getattr(defaults, key), SOURCE_WORKSPACE)
 
-    # -- unresolved cluster values --------------------------------------------------------------
-    unresolved = [k for k in ("namespace", "queue") if k not in values]
-    connected_repo = connection is not None or workspace is not None
-    if connected_repo and "service_account" not in values and not local and dry_run == "client":
+
+def _unresolved(s: _State) -> None:
+    """Cluster values nobody answered: placeholders (and a warning) in a client dry-run, else an error."""
+    unresolved = [k for k in ("namespace", "queue") if k not in s.values]
+    connected_repo = s.connection is not None or s.workspace is not None
+    if connected_repo and "service_account" not in s.values and not s.local and s.client:
         unresolved.append("service_account")
-    if connected_repo and workspace is None and not local:
+    if connected_repo and s.workspace is None and not s.local:
         unresolved.append("workspace")
-    placeholders = {"namespace": rendering.PLACEHOLDER_NAMESPACE, "queue": rendering.PLACEHOLDER_QUEUE,
-                    "workspace": rendering.PLACEHOLDER_WORKSPACE,
-                    "service_account": rendering.PLACEHOLDER_SERVICE_ACCOUNT}
-    if unresolved:
-        if dry_run == "client":
-            for key in unresolved:
-                values[key] = Resolved(placeholders[key], SOURCE_UNRESOLVED)
-            names = [k.replace("_", " ") for k in unresolved]
-            listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-            shown = "shown as a placeholder" if len(names) == 1 else "shown as placeholders"
-            warnings.append(f"client dry-run does not contact the cluster: {listed} {shown} and resolved at "
-                            "submit; use --dry-run=server to see the real values")
-        elif "namespace" in unresolved:
-            raise ConfigError("no namespace resolved for this workload: connect a workspace (see `tau workspace "
-                              "list`) or pass --namespace", hint="or set policy.namespace in the config")
-        elif "queue" in unresolved:
-            raise ConfigError("no Kueue LocalQueue resolved for this workload",
-                              hint="set policy.queue, connect a workspace, or select a workload profile")
+    if not unresolved:
+        return
+    if s.client:
+        from tau_core.rendering import constants as rc
 
-    # -- the render request ---------------------------------------------------------------------
+        placeholders = {"namespace": rc.PLACEHOLDER_NAMESPACE, "queue": rc.PLACEHOLDER_QUEUE,
+                        "workspace": rc.PLACEHOLDER_WORKSPACE, "service_account": rc.PLACEHOLDER_SERVICE_ACCOUNT}
+        for key in unresolved:
+            s.set(key, placeholders[key], SOURCE_UNRESOLVED)
+        names = [k.replace("_", " ") for k in unresolved]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        shown = "shown as a placeholder" if len(names) == 1 else "shown as placeholders"
+        s.warnings.append(f"client dry-run does not contact the cluster: {listed} {shown} and resolved at "
+                          "submit; use --dry-run=server to see the real values")
+    elif "namespace" in unresolved:
+        raise ConfigError("no namespace resolved for this workload: connect a workspace (see `tau workspace "
+                          "list`) or pass --namespace", hint="or set policy.namespace in the config")
+    elif "queue" in unresolved:
+        raise ConfigError("no Kueue LocalQueue resolved for this workload",
+                          hint="set policy.queue, connect a workspace, or select a workload profile")
+
+
+#: The resolution pipeline, in order; each step's name is recorded next to the values it decides.
+STEPS: tuple[Callable[[_State], None], ...] = (_config_kind, _connection, _workspace, _namespace, _workload_profile,
+                                               _gpu_cardinality, _queue, _workspace_values, _unresolved)
+
+
+def _context(s: _State) -> RenderContext:
+    """The typed render context: every resolved value, the profile stamps and the invocation facts."""
+    from tau_core.rendering import RenderContext
+
+    fields: dict[str, Any] = {k: v.value for k, v in s.values.items() if k != "workload_profile"}
+    if s.profile is not None and s.catalog is not None:
+        fields.update(workload_profile={**s.profile, "stamps": _stamps(s.profile, s.catalog)},
+                      profile_set_hash=s.catalog.set_hash, tau_cluster_generation=s.catalog.generation,
+                      workload_profile_source=s.catalog.source, topology=s.profile.get("placement"))
+    managed = s.validated.document.extra.get("managed")
+    if managed is not None and s.local:
+        raise ConfigError(f"{s.validated.document.display} is a managed workflow manifest; the local backend "
+                          "runs direct configs only",
+                          hint="run the Python module on this machine with tau python submit MODULE --local")
+    kubeconfig = s.connection.get("kubeconfig") if s.connection else None
+    fields.update(dry_run=s.dry_run, redact_secrets=s.client, code_sha=code_sha(s.options.cwd or Path.cwd()),
+                  tau_command=redact_argv(s.options.argv) if s.options.argv else None, local=s.local,
+                  managed=managed, config_dir=str(s.target.config_path.resolve().parent),
+                  kubeconfig=str(kubeconfig) if kubeconfig else None)
+    return RenderContext.from_mapping(fields)
+
+
+def _finish(s: _State) -> Resolution:
+    from tau_core.rendering import RenderRequest
+
+    validated, options = s.validated, s.options
     for path, source in validated.sources.items():
-        sources.setdefault(path, source)
-    context: dict[str, Any] = {k: v.value for k, v in values.items() if k not in ("workload_profile",)}
-    for key, value in values.items():
-        sources[f"context.{key}"] = value.source
-    if profile is not None and catalog is not None:
-        context["workload_profile"] = {**profile, "stamps": _stamps(profile, catalog)}
-        context["profile_set_hash"] = catalog.set_hash
-        context["tau_cluster_generation"] = catalog.generation
-        context["workload_profile_source"] = catalog.source
-        context["topology"] = profile.get("placement")
-    else:
-        context["workload_profile"] = None
-    context["dry_run"] = dry_run
-    context["redact_secrets"] = dry_run == "client"
-    context["code_sha"] = code_sha(options.cwd or Path.cwd())
-    context["tau_command"] = redact_argv(options.argv) if options.argv else None
-    context["local"] = local
-    if validated.document.extra.get("managed") is not None:
-        if local:
-            raise ConfigError(f"{validated.document.display} is a managed workflow manifest; the local backend "
-                              "runs direct configs only",
-                              hint="run the Python module on this machine with tau python submit MODULE --local")
-        context["managed"] = validated.document.extra["managed"]
-    context["config_dir"] = str(target.config_path.resolve().parent)
-    if kubeconfig:
-        context["kubeconfig"] = str(kubeconfig)
-    submission_id = options.submission_id or ("" if dry_run else _token())
-    request = rendering.RenderRequest(
-        name=str(resolved_cfg["name"]),
-        config=resolved_cfg,
-        context=context,
-        sources=sources,
+        s.sources.setdefault(path, source)
+    for key, value in s.values.items():
+        s.sources[f"context.{key}"] = value.source
+    request = RenderRequest(
+        name=str(s.resolved_cfg["name"]),
+        config=s.resolved_cfg,
+        context=_context(s),
+        sources=s.sources,
         config_hash=validated.config_hash,
-        submission_id=submission_id,
-        config_dir=target.config_path.resolve().parent,
-        env={k: v for k, v in env.items() if k.startswith(PASSED_ENV_PREFIXES)},
+        submission_id=options.submission_id or ("" if s.dry_run else _token()),
+        config_dir=s.target.config_path.resolve().parent,
+        env={k: v for k, v in s.env.items() if k.startswith(PASSED_ENV_PREFIXES)},
     )
-    return Resolution(target, validated, request, values, warnings, offline=offline_only or dry_run == "client",
-                      local=local)
+    return Resolution(s.target, validated, request, s.values, s.warnings, offline=s.offline_only or s.client,
+                      local=s.local, trail=s.trail)
 
 
 def _stamps(profile: Mapping[str, Any], catalog: Any) -> dict[str, str]:

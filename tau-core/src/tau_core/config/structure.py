@@ -165,83 +165,82 @@ class Walker:
         t = f.type
         if t == "object":
             self._object(f.path, value, path)
-            return
-        if t == "object_list":
+        elif t == "object_list":
             if not isinstance(value, list):
                 self.error(path, f"expected a list of mappings, got {_kind(value)}")
                 return
             for i, item in enumerate(value):
                 self._object(f.path + "[]", item, (*path, i))
-            return
-        if t == "any":
-            return
-        if t == "string":
-            if not isinstance(value, str):
-                self.error(path, f"expected a string, got {_kind(value)} {_show(value)}", _quote_hint(value))
-                return
-            allowed = tuple(f.values) + tuple(f.deprecated_values)
-            if f.values and value not in allowed:
-                close = _close_matches(value, allowed, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                self.error(path, f"{value!r} is not allowed", hint + "allowed: " + ", ".join(f.values))
-                return
-            if f.pattern and not _regex(f.pattern).search(value):
-                self.error(path, f"{value!r} does not match the pattern {f.pattern}")
-            return
-        if t == "integer":
+        elif t == "string":
+            self._string(f, value, path)
+        elif t == "integer":
             if isinstance(value, bool) or not (isinstance(value, int) or
                                               (isinstance(value, float) and value.is_integer())):
                 self.error(path, f"expected an integer, got {_kind(value)} {_show(value)}")
                 return
             self._range(f, value, path)
-            return
-        if t == "boolean":
+        elif t == "boolean":
             if not isinstance(value, bool):
                 self.error(path, f"expected true or false, got {_kind(value)} {_show(value)}")
-            return
-        if t == "string_or_integer":
+        elif t == "string_or_integer":
             if isinstance(value, bool) or not isinstance(value, (str, int)):
                 self.error(path, f"expected a string or an integer, got {_kind(value)} {_show(value)}")
+        elif t in ("quantity", "duration"):
+            self._quantity_or_duration(t, value, path)
+        elif t == "string_list":
+            self._string_list(f, value, path)
+        elif t in ("string_map", "scalar_map", "map"):
+            self._map(t, value, path)
+        # "any": nothing to check
+
+    def _string(self, f: Field, value: Any, path: tuple[PathKey, ...]) -> None:
+        if not isinstance(value, str):
+            self.error(path, f"expected a string, got {_kind(value)} {_show(value)}", _quote_hint(value))
             return
-        if t == "quantity":
-            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                self.error(path, f"expected a Kubernetes quantity such as 500m or 4Gi, got {_kind(value)}")
-                return
-            if isinstance(value, str):
-                if not _regex(QUANTITY_PATTERN).search(value):
-                    self.error(path, f"{value!r} is not a Kubernetes quantity", "use values such as 2, 500m, 8Gi")
-            elif value < 0:
-                self.error(path, f"must not be negative, got {value}")
+        allowed = tuple(f.values) + tuple(f.deprecated_values)
+        if f.values and value not in allowed:
+            close = _close_matches(value, allowed, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            self.error(path, f"{value!r} is not allowed", hint + "allowed: " + ", ".join(f.values))
             return
+        if f.pattern and not _regex(f.pattern).search(value):
+            self.error(path, f"{value!r} does not match the pattern {f.pattern}")
+
+    def _quantity_or_duration(self, t: str, value: Any, path: tuple[PathKey, ...]) -> None:
         if t == "duration":
             if not isinstance(value, str):
                 self.error(path, f"expected a duration string such as 30s or 5m, got {_kind(value)}")
-                return
-            if not _regex(DURATION_PATTERN).search(value):
+            elif not _regex(DURATION_PATTERN).search(value):
                 self.error(path, f"invalid duration {value!r}", "use a number with a unit: 30s, 5m, 1h30m")
             return
-        if t == "string_list":
-            if not isinstance(value, list):
-                self.error(path, f"expected a list of strings, got {_kind(value)}", "write one '- item' per line")
-                return
-            for i, item in enumerate(value):
-                if not isinstance(item, str):
-                    self.error((*path, i), f"expected a string, got {_kind(item)} {_show(item)}",
-                               _quote_hint(item))
-                elif f.item_values and item not in f.item_values:
-                    self.error((*path, i), f"{item!r} is not allowed", "allowed: " + ", ".join(f.item_values))
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            self.error(path, f"expected a Kubernetes quantity such as 500m or 4Gi, got {_kind(value)}")
+        elif isinstance(value, str):
+            if not _regex(QUANTITY_PATTERN).search(value):
+                self.error(path, f"{value!r} is not a Kubernetes quantity", "use values such as 2, 500m, 8Gi")
+        elif value < 0:
+            self.error(path, f"must not be negative, got {value}")
+
+    def _string_list(self, f: Field, value: Any, path: tuple[PathKey, ...]) -> None:
+        if not isinstance(value, list):
+            self.error(path, f"expected a list of strings, got {_kind(value)}", "write one '- item' per line")
             return
-        if t in ("string_map", "scalar_map", "map"):
-            if not isinstance(value, dict):
-                self.error(path, f"expected a mapping, got {_kind(value)}", "write 'KEY: value' lines")
-                return
-            if t == "map":
-                return
-            for key, item in value.items():
-                ok = isinstance(item, str) or (t == "scalar_map" and isinstance(item, (int, float, bool)))
-                if not ok:
-                    self.error((*path, key), f"expected a string value, got {_kind(item)}", _quote_hint(item))
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                self.error((*path, i), f"expected a string, got {_kind(item)} {_show(item)}", _quote_hint(item))
+            elif f.item_values and item not in f.item_values:
+                self.error((*path, i), f"{item!r} is not allowed", "allowed: " + ", ".join(f.item_values))
+
+    def _map(self, t: str, value: Any, path: tuple[PathKey, ...]) -> None:
+        if not isinstance(value, dict):
+            self.error(path, f"expected a mapping, got {_kind(value)}", "write 'KEY: value' lines")
             return
+        if t == "map":
+            return
+        for key, item in value.items():
+            ok = isinstance(item, str) or (t == "scalar_map" and isinstance(item, (int, float, bool)))
+            if not ok:
+                self.error((*path, key), f"expected a string value, got {_kind(item)}", _quote_hint(item))
 
     def _range(self, f: Field, value: float, path: tuple[PathKey, ...]) -> None:
         if f.minimum is not None and value < f.minimum:

@@ -19,6 +19,7 @@ from typing import Any
 from tau_core.config.issues import ConfigIssue, ConfigValidationError
 from tau_core.config.loader import Document, display_path, load_yaml_file, require_mapping
 from tau_core.errors import ConfigError, NotFoundError, UsageError
+from tau_core.gitrepo import git_root as git_root  # re-exported for existing importers
 
 CATALOG_FILE = "tau.projects.yaml"
 CATALOG_SCHEMA = "tau.projects.v1"
@@ -62,17 +63,6 @@ class Target:
         from tau_core.workspace.descriptor import find_descriptor
 
         return find_descriptor(self.config_dir)
-
-
-def git_root(start: Path) -> Path | None:
-    """The Git worktree root containing ``start`` (a ``.git`` directory or file), or None."""
-    cur = start.resolve()
-    while True:
-        if (cur / ".git").exists():
-            return cur
-        if cur.parent == cur:
-            return None
-        cur = cur.parent
 
 
 def _search_dirs(cwd: Path, root: Path | None) -> list[Path]:

@@ -9,11 +9,10 @@ only when the gate fails) -> alias resolution -> engine inference -> cross-field
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core.config.catalog import (
     BY_PATH,
@@ -30,6 +29,10 @@ from tau_core.config.catalog import (
 from tau_core.config.issues import ConfigIssue, ConfigValidationError, PathKey, dotted
 from tau_core.config.loader import Document, require_mapping
 from tau_core.errors import ConfigError
+from tau_core.hashing import config_hash as config_hash  # the one definition, re-exported
+
+if TYPE_CHECKING:
+    from tau_core.config.run_model import RunConfig
 
 SOURCE_CONFIG = "config"
 SOURCE_DEFAULT = "default"
@@ -63,6 +66,13 @@ class ValidatedConfig:
             self._hash = config_hash(self.normalized)
         return self._hash
 
+    @property
+    def model(self) -> RunConfig:
+        """The normalized config as the typed, catalog-generated :class:`~tau_core.config.run_model.RunConfig`."""
+        from tau_core.config.run_model import run_config
+
+        return run_config(self.normalized)
+
     def get(self, dotted_path: str) -> Any:
         return get_path(self.normalized, dotted_path)
 
@@ -95,12 +105,6 @@ def _split(dotted_path: str) -> tuple[str, ...]:
     return tuple(dotted_path.split("."))
 
 
-def config_hash(normalized: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of a normalized config (decision 11)."""
-    import hashlib
-
-    blob = json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def is_managed_manifest(data: Any) -> bool:

@@ -9,22 +9,22 @@ cross-field rule are reported together, each with file, line, column and field p
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tau_core import __version__
+from tau_core import __version__, keys
 from tau_core.config.issues import ConfigIssue, ConfigValidationError, dotted
 from tau_core.config.loader import Document, load_yaml_file, require_mapping
 from tau_core.errors import ConfigError, NotFoundError
+from tau_core.gitrepo import git_root
+from tau_core.hashing import prefixed_digest
 
 SCHEMA = "tau.workspace.connection.v1"
 RELATIVE_PATH = Path("tau") / "workspace.connection.yaml"
-DEFAULT_SYSTEM_NAMESPACE = "tau-system"
+DEFAULT_SYSTEM_NAMESPACE = keys.SYSTEM_NAMESPACE_DEFAULT
 ACCESS_METHODS = ("kubeconfig", "aks", "local")
 AUTHORIZATION_MODES = ("workspace-rbac", "cluster-wide")
 
@@ -78,8 +78,7 @@ class ConnectionDescriptor:
     @property
     def digest(self) -> str:
         """``sha256:`` over the descriptor's canonical JSON encoding."""
-        encoded = json.dumps(self.data, sort_keys=True, separators=(",", ":")).encode()
-        return "sha256:" + hashlib.sha256(encoded).hexdigest()
+        return prefixed_digest(self.data, ascii_only=True)
 
     @property
     def is_local(self) -> bool:
@@ -121,10 +120,7 @@ def check_min_version(required: str, installed: str = __version__) -> None:
 def repository_root(start: Path) -> Path:
     """The Git repository containing ``start`` (the directory holding ``.git``), else ``start``'s anchor."""
     start = start.resolve()
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return Path(start.anchor)
+    return git_root(start) or Path(start.anchor)
 
 
 def find_descriptor(start: Path | None = None) -> Path | None:
@@ -210,90 +206,16 @@ def load_descriptor(path: Path, *, check_version: bool = True) -> ConnectionDesc
     data = require_mapping(doc, "workspace connection descriptor")
     check = _Checker(doc)
     check.shape(data, SHAPE)
-
-    def text(*keys: str) -> str | None:
-        value = _get(data, *keys)
-        return value if isinstance(value, str) and value.strip() else None
-
-    schema = _get(data, "schema")
-    if schema is None:
-        check.add(("schema",), "is required", f"add 'schema: {SCHEMA}'")
-    elif isinstance(schema, str) and schema != SCHEMA:
-        check.add(("schema",), f"workspace connection schema '{schema}' is unsupported; expected '{SCHEMA}'",
-                  "this descriptor was written for another Tau release")
-
-    workspace = text("workspace")
-    if _get(data, "workspace") is None:
-        check.add(("workspace",), "is required", "name the TauWorkspace, e.g. 'workspace: research'")
-    elif workspace is not None and not _DNS1123_SUBDOMAIN.match(workspace):
-        check.add(("workspace",), f"'{workspace}' is not a valid DNS-1123 subdomain",
-                  "use lower-case letters, digits, '-' and '.'")
-
-    method = text("access", "method")
-    if method is None:
-        if _get(data, "access", "method") is None:
-            check.add(("access", "method"), "is required", "use 'kubeconfig', 'aks' or 'local'")
-    elif method not in ACCESS_METHODS:
-        check.add(("access", "method"), f"'{method}' is not one of {', '.join(ACCESS_METHODS)}")
+    read = _Reader(data, check)
+    read.schema()
+    workspace = read.workspace()
+    method = read.access_method()
     local = method == "local"
-
-    context = text("cluster", "contextName")
-    if context is None and not local and isinstance(_get(data, "cluster", "contextName"), str | None):
-        check.add(("cluster", "contextName"), "is required", "name the kubectl context Tau should use")
-    system_ns = text("cluster", "systemNamespace") or DEFAULT_SYSTEM_NAMESPACE
-    if text("cluster", "systemNamespace") is not None and not _DNS1123_LABEL.match(system_ns):
-        check.add(("cluster", "systemNamespace"), f"'{system_ns}' is not a valid DNS-1123 label")
-
-    aks = _get(data, "access", "aks")
-    resource_id = text("access", "aks", "resourceID")
-    tenant_id = text("access", "aks", "tenantID")
-    if method == "aks":
-        if resource_id is None:
-            check.add(("access", "aks", "resourceID"), "is required for access.method aks")
-        else:
-            match = _AKS_ID.match(resource_id)
-            if not match or not _UUID.match(match["sub"]):
-                check.add(("access", "aks", "resourceID"),
-                          "must be the ARM ID of a Microsoft.ContainerService/managedClusters resource with a "
-                          "UUID subscription",
-                          "/subscriptions/<uuid>/resourceGroups/<group>/providers/"
-                          "Microsoft.ContainerService/managedClusters/<cluster>")
-        if tenant_id is None:
-            check.add(("access", "aks", "tenantID"), "is required for access.method aks")
-        elif not _UUID.match(tenant_id):
-            check.add(("access", "aks", "tenantID"), f"'{tenant_id}' is not a UUID")
-    elif aks is not None and method is not None:
-        check.add(("access", "aks"), f"must be omitted for access.method {method}")
-
-    mode = text("authorization", "mode")
-    role = text("authorization", "requiredRole")
-    if mode is None:
-        if not local and _get(data, "authorization", "mode") is None:
-            check.add(("authorization", "mode"), "is required", "use 'workspace-rbac' or 'cluster-wide'")
-    elif mode not in AUTHORIZATION_MODES:
-        check.add(("authorization", "mode"), f"'{mode}' is not one of {', '.join(AUTHORIZATION_MODES)}")
-    elif mode == "workspace-rbac" and role is None:
-        check.add(("authorization", "requiredRole"), "is required when authorization.mode is workspace-rbac",
-                  "the default researcher role is tau-researcher-v1")
-    elif mode == "cluster-wide" and _get(data, "authorization", "requiredRole") is not None:
-        check.add(("authorization", "requiredRole"), "must be omitted when authorization.mode is cluster-wide")
-
-    min_version = text("requirements", "minTauVersion")
-    if min_version is None:
-        if _get(data, "requirements", "minTauVersion") is None:
-            check.add(("requirements", "minTauVersion"), "is required", f"e.g. 'minTauVersion: {__version__}'")
-    elif parse_version(min_version) is None:
-        check.add(("requirements", "minTauVersion"), f"'{min_version}' is not a version like 1.2.3")
-
-    private = _get(data, "network", "privateCluster") is True
-    instructions = text("network", "instructions")
-    if private and instructions is None:
-        check.add(("network", "instructions"), "is required when network.privateCluster is true",
-                  "tell researchers how to reach the private API server (for example VPN steps)")
-    if instructions is not None and _SECRET_LIKE.search(instructions):
-        check.add(("network", "instructions"), "looks like it contains a credential",
-                  "descriptors are checked in: never put tokens, keys or kubeconfigs in them")
-
+    context, system_ns = read.cluster(local)
+    resource_id, tenant_id = read.aks(method)
+    mode, role = read.authorization(local)
+    min_version = read.requirements()
+    private, instructions = read.network()
     if check.issues:
         raise ConfigValidationError(check.issues)
     if check_version and min_version:
@@ -314,3 +236,112 @@ def load_descriptor(path: Path, *, check_version: bool = True) -> ConnectionDesc
         network_instructions=instructions,
         data=data,
     )
+
+
+class _Reader:
+    """One descriptor section at a time: read its values and report what is wrong with them."""
+
+    def __init__(self, data: Mapping[str, Any], check: _Checker) -> None:
+        self.data = data
+        self.check = check
+
+    def raw(self, *keys: str) -> Any:
+        return _get(self.data, *keys)
+
+    def text(self, *keys: str) -> str | None:
+        value = _get(self.data, *keys)
+        return value if isinstance(value, str) and value.strip() else None
+
+    def schema(self) -> None:
+        schema = self.raw("schema")
+        if schema is None:
+            self.check.add(("schema",), "is required", f"add 'schema: {SCHEMA}'")
+        elif isinstance(schema, str) and schema != SCHEMA:
+            self.check.add(("schema",), f"workspace connection schema '{schema}' is unsupported; expected "
+                           f"'{SCHEMA}'", "this descriptor was written for another Tau release")
+
+    def workspace(self) -> str | None:
+        workspace = self.text("workspace")
+        if self.raw("workspace") is None:
+            self.check.add(("workspace",), "is required", "name the TauWorkspace, e.g. 'workspace: research'")
+        elif workspace is not None and not _DNS1123_SUBDOMAIN.match(workspace):
+            self.check.add(("workspace",), f"'{workspace}' is not a valid DNS-1123 subdomain",
+                           "use lower-case letters, digits, '-' and '.'")
+        return workspace
+
+    def access_method(self) -> str | None:
+        method = self.text("access", "method")
+        if method is None:
+            if self.raw("access", "method") is None:
+                self.check.add(("access", "method"), "is required", "use 'kubeconfig', 'aks' or 'local'")
+        elif method not in ACCESS_METHODS:
+            self.check.add(("access", "method"), f"'{method}' is not one of {', '.join(ACCESS_METHODS)}")
+        return method
+
+    def cluster(self, local: bool) -> tuple[str | None, str]:
+        context = self.text("cluster", "contextName")
+        if context is None and not local and isinstance(self.raw("cluster", "contextName"), str | None):
+            self.check.add(("cluster", "contextName"), "is required", "name the kubectl context Tau should use")
+        system_ns = self.text("cluster", "systemNamespace") or DEFAULT_SYSTEM_NAMESPACE
+        if self.text("cluster", "systemNamespace") is not None and not _DNS1123_LABEL.match(system_ns):
+            self.check.add(("cluster", "systemNamespace"), f"'{system_ns}' is not a valid DNS-1123 label")
+        return context, system_ns
+
+    def aks(self, method: str | None) -> tuple[str | None, str | None]:
+        resource_id = self.text("access", "aks", "resourceID")
+        tenant_id = self.text("access", "aks", "tenantID")
+        if method == "aks":
+            if resource_id is None:
+                self.check.add(("access", "aks", "resourceID"), "is required for access.method aks")
+            else:
+                match = _AKS_ID.match(resource_id)
+                if not match or not _UUID.match(match["sub"]):
+                    self.check.add(("access", "aks", "resourceID"),
+                                   "must be the ARM ID of a Microsoft.ContainerService/managedClusters resource "
+                                   "with a UUID subscription",
+                                   "/subscriptions/<uuid>/resourceGroups/<group>/providers/"
+                                   "Microsoft.ContainerService/managedClusters/<cluster>")
+            if tenant_id is None:
+                self.check.add(("access", "aks", "tenantID"), "is required for access.method aks")
+            elif not _UUID.match(tenant_id):
+                self.check.add(("access", "aks", "tenantID"), f"'{tenant_id}' is not a UUID")
+        elif self.raw("access", "aks") is not None and method is not None:
+            self.check.add(("access", "aks"), f"must be omitted for access.method {method}")
+        return resource_id, tenant_id
+
+    def authorization(self, local: bool) -> tuple[str | None, str | None]:
+        mode = self.text("authorization", "mode")
+        role = self.text("authorization", "requiredRole")
+        if mode is None:
+            if not local and self.raw("authorization", "mode") is None:
+                self.check.add(("authorization", "mode"), "is required", "use 'workspace-rbac' or 'cluster-wide'")
+        elif mode not in AUTHORIZATION_MODES:
+            self.check.add(("authorization", "mode"), f"'{mode}' is not one of {', '.join(AUTHORIZATION_MODES)}")
+        elif mode == "workspace-rbac" and role is None:
+            self.check.add(("authorization", "requiredRole"), "is required when authorization.mode is "
+                           "workspace-rbac", "the default researcher role is tau-researcher-v1")
+        elif mode == "cluster-wide" and self.raw("authorization", "requiredRole") is not None:
+            self.check.add(("authorization", "requiredRole"),
+                           "must be omitted when authorization.mode is cluster-wide")
+        return mode, role
+
+    def requirements(self) -> str | None:
+        min_version = self.text("requirements", "minTauVersion")
+        if min_version is None:
+            if self.raw("requirements", "minTauVersion") is None:
+                self.check.add(("requirements", "minTauVersion"), "is required",
+                               f"e.g. 'minTauVersion: {__version__}'")
+        elif parse_version(min_version) is None:
+            self.check.add(("requirements", "minTauVersion"), f"'{min_version}' is not a version like 1.2.3")
+        return min_version
+
+    def network(self) -> tuple[bool, str | None]:
+        private = self.raw("network", "privateCluster") is True
+        instructions = self.text("network", "instructions")
+        if private and instructions is None:
+            self.check.add(("network", "instructions"), "is required when network.privateCluster is true",
+                           "tell researchers how to reach the private API server (for example VPN steps)")
+        if instructions is not None and _SECRET_LIKE.search(instructions):
+            self.check.add(("network", "instructions"), "looks like it contains a credential",
+                           "descriptors are checked in: never put tokens, keys or kubeconfigs in them")
+        return private, instructions

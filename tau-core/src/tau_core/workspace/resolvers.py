@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tau_core import keys
 from tau_core.errors import ClusterError, ConfigError
 from tau_core.keys import V0_PRIMARY_WORKSPACE
 from tau_core.workspace.connection import WORKSPACE_API, verify_workspace
@@ -36,7 +37,7 @@ def _env(request: Any) -> Mapping[str, str]:
 def _system_namespace(env: Mapping[str, str], descriptor: Any = None) -> str:
     if descriptor is not None:
         return str(descriptor.system_namespace)
-    return env.get("TAU_SYSTEM_NAMESPACE") or "tau-system"
+    return env.get(keys.ENV_SYSTEM_NAMESPACE) or keys.SYSTEM_NAMESPACE_DEFAULT
 
 
 def _has_kubeconfig(env: Mapping[str, str]) -> bool:

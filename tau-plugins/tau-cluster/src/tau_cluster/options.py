@@ -7,10 +7,11 @@ from pathlib import Path
 
 import attrs
 
+from tau_core import keys
 from tau_core.errors import UsageError
 
 DEFAULT_RELEASE = "taugrid"
-DEFAULT_NAMESPACE = "tau-system"
+DEFAULT_NAMESPACE = keys.SYSTEM_NAMESPACE_DEFAULT
 DEFAULT_CHART = "oci://mcr.microsoft.com/aks/ai-runtime/helm/taugrid"
 DEFAULT_VERSION = "0.3.2"
 DEFAULT_TIMEOUT = "15m"

@@ -88,10 +88,9 @@ def _check_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def repo_root(start: Path) -> Path:
     """The Git root above ``start`` (the directory itself when there is none)."""
-    for candidate in (start, *start.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return start
+    from tau_core.gitrepo import git_root
+
+    return git_root(start) or start
 
 
 class WorkloadHandle:

@@ -65,7 +65,7 @@ def _source_for(key: str, value: Any, path: tuple[str, ...], resolution: Resolut
     if entry is None:
         return None
     if entry == "policy.workload_priority_class" or entry == "policy.pod_priority_class":
-        return sources.get(entry) or ("workload profile" if resolution.request.context.get("workload_profile")
+        return sources.get(entry) or ("workload profile" if resolution.request.context.workload_profile
                                       else "default")
     if entry == "storage.output":
         return sources.get("storage.output") or ("workspace default" if "context.output_root" in sources

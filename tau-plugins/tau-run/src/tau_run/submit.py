@@ -45,9 +45,9 @@ def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOp
     if backend_name == "kubernetes":
         kube_context = resolution.values.get("context")
         options_for_backend = {"context": kube_context.value if kube_context else None,
-                               "kubeconfig": req.context.get("kubeconfig"), "progress": info}
+                               "kubeconfig": req.context.kubeconfig, "progress": info}
     backend = get_backend(backend_name, **options_for_backend)
-    context = dict(req.context)
+    context = req.context.to_dict()
     submit_request = SubmitRequest(
         name=req.name,
         config=req.config,

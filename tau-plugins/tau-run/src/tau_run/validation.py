@@ -77,7 +77,7 @@ def _check_snapshot(target: Target, override: str | None, project: str | None) -
     from tau_core.config.resolve import RunOptions, resolve_offline
 
     resolution = resolve_offline(RunOptions(target=override, config=target.config_path, project=project))
-    profile = resolution.request.context.get("workload_profile")
+    profile = resolution.request.context.workload_profile
     return str(profile["name"]) if profile else None
 
 

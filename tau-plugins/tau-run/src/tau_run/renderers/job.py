@@ -9,22 +9,80 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
+import attrs
+
 from tau_core import keys
 from tau_core import render_scripts as rs
 from tau_core import rendering as r
+from tau_core.config.reserved import RESERVED_PATHS
 from tau_core.errors import ConfigError
 from tau_run.renderers._common import entrypoint_of, explicit, image_of, local_file, resources
 
 SOURCE_DIR = "/tau/source"
 TORCHRUN_PORT = 29500
 SHM_SIZE = "16Gi"
-RESERVED_ASSET_PATHS = ("/data", "/mnt", "/script", "/manifest", "/tmp", "/dev/shm", "/var/run/tau", "/tau/source")
+RESERVED_ASSET_PATHS = RESERVED_PATHS
+_DURABLE_ENV = {
+    "TAU_DATA_DIR": "/data",
+    "TAU_HOT_DIR": "/mnt",
+    "TAU_DATASETS_DIR": "/mnt/datasets",
+    "TAU_CHECKPOINTS_DIR": "/mnt/checkpoints",
+    "TAU_DURABLE_DATASETS_DIR": "/data/datasets",
+    "TAU_DURABLE_CHECKPOINTS_DIR": "/data/checkpoints",
+}
 
 
 def render_job(request: r.RenderRequest) -> list[dict[str, Any]]:
     """Render the Job (and, for multi-node torchrun, its headless Service)."""
     objects: list[dict[str, Any]] = r.detached(_JobRenderer(request).render())
     return objects
+
+
+@attrs.frozen
+class _Shape:
+    image: str
+    gpus: int
+    nodes: int
+    launcher: str
+    nproc: int
+
+    @property
+    def multi(self) -> bool:
+        return self.nodes > 1
+
+
+@attrs.define
+class _Pod:
+    """What the steps accumulate for the one pod template: volumes, mounts, init containers, env, stamps."""
+
+    pvc: str | None
+    output: str | None
+    volumes: list[dict[str, Any]] = attrs.field(factory=list)
+    mounts: list[dict[str, Any]] = attrs.field(factory=list)
+    init: list[dict[str, Any]] = attrs.field(factory=list)
+    env: list[dict[str, Any]] = attrs.field(factory=list)
+    annotations: dict[str, str | None] = attrs.field(factory=dict)
+    payload: dict[str, str] = attrs.field(factory=dict)
+
+    @property
+    def durable(self) -> bool:
+        return self.pvc is not None
+
+
+@attrs.frozen
+class _Command:
+    entry: str | None
+    core: str | None
+    prelude: list[str]
+    from_image: bool
+
+
+@attrs.frozen
+class _Meta:
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    pod_labels: dict[str, str]
+    pod_annotations: dict[str, str]
 
 
 class _JobRenderer:
@@ -54,142 +112,152 @@ class _JobRenderer:
 
     # -- render -------------------------------------------------------------------------------
     def render(self) -> list[dict[str, Any]]:
-        cfg, req, name = self.cfg, self.req, self.name
-        ns = r.namespace(req)
+        ns = r.namespace(self.req)
+        shape = self._shape()
+        pod = _Pod(pvc=r.result_pvc(self.req), output=r.resolved_output(self.req))
+        self._volumes(shape, pod)
+        self._base_env(pod)
+        command = self._command(shape, pod)
+        wrappers, metrics = self._wrappers(shape, pod, command)
+        main = self._main(shape, pod, command, wrappers)
+        meta = self._metadata(shape, pod)
+        pod_spec = self._pod_spec(shape, pod, [main, metrics.container] if metrics else [main])
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": self.name, "namespace": ns, "labels": meta.labels, "annotations": meta.annotations},
+            "spec": self._job_spec(shape, meta, pod_spec),
+        }
+        return [job, self._headless_service(ns)] if shape.multi else [job]
+
+    # -- steps ------------------------------------------------------------------------------------
+    def _shape(self) -> _Shape:
+        cfg, name = self.cfg, self.name
         image = image_of(cfg)
         if not image:
             raise ConfigError(
-                f'no image: profile "{r.profile_name(req) or "none"}" declares no runtime image and runtime.image is not set',  # noqa: E501
+                f'no image: profile "{r.profile_name(self.req) or "none"}" declares no runtime image and runtime.image is not set',  # noqa: E501
                 hint="set runtime.image (pin it by digest for reproducible runs)",
             )
-        gpus = self._gpus()
-        nodes = self._nodes()
+        gpus, nodes = self._gpus(), self._nodes()
         launcher = str(r.get(cfg, "execution.launcher") or "python")
-        nproc = int(r.get(cfg, "execution.processes_per_node") or 1)
         multi = nodes > 1
-        if multi:
-            if launcher != "torchrun":
-                raise ConfigError(
-                    "execution.nodes > 1 requires execution.launcher: torchrun",
-                    hint="set execution.launcher: torchrun or use engine: rayjob",
-                )
-            if len(name) + len("-headless") > 63:
-                raise ConfigError(
-                    f'run name "{name}" is too long for a multi-node Job (name plus "-headless" must fit 63 characters)',  # noqa: E501
-                    hint="choose a shorter run name",
-                )
-        user_names = list((r.get(cfg, "runtime.env", {}) or {}).keys()) + list(
-            (r.get(cfg, "runtime.env_secret", {}) or {}).keys()
-        )
-        r.check_reserved_env(
-            {k: "" for k in user_names},
-            allow_nccl=bool(r.get(cfg, "execution.allow_nccl_override")),
-            extra=("JOB_COMPLETION_INDEX",) if multi else (),
-        )
-
-        pvc = r.result_pvc(req)
-        output = r.resolved_output(req)
-        volumes: list[dict[str, Any]] = []
-        mounts: list[dict[str, Any]] = []
-        init: list[dict[str, Any]] = []
-        env: list[dict[str, Any]] = []
-        ann_extra: dict[str, str | None] = {}
-        payload: dict[str, str] = {}
-
-        durable = pvc is not None
-        if durable:
-            volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": pvc}})
-            mounts.append({"name": "data", "mountPath": "/data"})
-            volumes.append({"name": "tau-hot", "emptyDir": {}})
-            mounts.append({"name": "tau-hot", "mountPath": "/mnt"})
-        self._extra_volumes(volumes, mounts, pvc)
-        if launcher == "torchrun" and (nproc > 1 or multi):
-            volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}})
-            mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
-        self._image_assets(init, volumes, mounts)
-
-        profile = r.profile_name(req)
-        if profile:
-            env.append({"name": "TAU_PROFILE", "value": profile})
-        env.append({"name": keys.ENV_CLUSTER_JOB, "value": "1"})  # the SDK refuses .submit() inside a job
-        if durable:
-            env += rs.env_list(
-                {
-                    "TAU_DATA_DIR": "/data",
-                    "TAU_HOT_DIR": "/mnt",
-                    "TAU_DATASETS_DIR": "/mnt/datasets",
-                    "TAU_CHECKPOINTS_DIR": "/mnt/checkpoints",
-                    "TAU_DURABLE_DATASETS_DIR": "/data/datasets",
-                    "TAU_DURABLE_CHECKPOINTS_DIR": "/data/checkpoints",
-                }
+        if multi and launcher != "torchrun":
+            raise ConfigError("execution.nodes > 1 requires execution.launcher: torchrun",
+                              hint="set execution.launcher: torchrun or use engine: rayjob")
+        if multi and len(name) + len("-headless") > 63:
+            raise ConfigError(
+                f'run name "{name}" is too long for a multi-node Job (name plus "-headless" must fit 63 characters)',
+                hint="choose a shorter run name",
             )
-        if output:
-            env.append({"name": "TAU_OUTPUT_DIR", "value": output})
+        names = [*(r.get(cfg, "runtime.env", {}) or {}), *(r.get(cfg, "runtime.env_secret", {}) or {})]
+        r.check_reserved_env({k: "" for k in names}, allow_nccl=bool(r.get(cfg, "execution.allow_nccl_override")),
+                             extra=("JOB_COMPLETION_INDEX",) if multi else ())
+        return _Shape(image, gpus, nodes, launcher, int(r.get(cfg, "execution.processes_per_node") or 1))
 
-        # -- command --------------------------------------------------------------------------
+    def _volumes(self, shape: _Shape, pod: _Pod) -> None:
+        if pod.durable:
+            pod.volumes += [{"name": "data", "persistentVolumeClaim": {"claimName": pod.pvc}},
+                            {"name": "tau-hot", "emptyDir": {}}]
+            pod.mounts += [{"name": "data", "mountPath": "/data"}, {"name": "tau-hot", "mountPath": "/mnt"}]
+        self._extra_volumes(pod.volumes, pod.mounts, pod.pvc)
+        if shape.launcher == "torchrun" and (shape.nproc > 1 or shape.multi):
+            pod.volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}})
+            pod.mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+        self._image_assets(pod.init, pod.volumes, pod.mounts)
+
+    def _base_env(self, pod: _Pod) -> None:
+        profile = r.profile_name(self.req)
+        if profile:
+            pod.env.append({"name": "TAU_PROFILE", "value": profile})
+        pod.env.append({"name": keys.ENV_CLUSTER_JOB, "value": "1"})  # the SDK refuses .submit() inside a job
+        if pod.durable:
+            pod.env += rs.env_list(_DURABLE_ENV)
+        if pod.output:
+            pod.env.append({"name": "TAU_OUTPUT_DIR", "value": pod.output})
+
+    def _command(self, shape: _Shape, pod: _Pod) -> _Command:
+        """The main container's command: a source image, a path inside the image, or an embedded script."""
+        cfg, launcher, nproc, nodes = self.cfg, shape.launcher, shape.nproc, shape.nodes
         entry = entrypoint_of(cfg)
         source = r.get(cfg, "run.source") or {}
         prelude: list[str] = []
         core: str | None = None
         flags = r.config_flags(r.get(cfg, "execution.configs"))
-        if source and source.get("image"):
-            core, source_payload = self._source(init, volumes, mounts, entry, launcher, nproc, nodes, flags)
-            payload.update(source_payload)
+        from_image = bool(source and source.get("image"))
+        if from_image:
+            core, source_payload = self._source(pod.init, pod.volumes, pod.mounts, entry, launcher, nproc, nodes,
+                                                flags)
+            pod.payload.update(source_payload)
         elif entry and PurePosixPath(entry).is_absolute():
             # an absolute entrypoint names a file inside the pod (the image provides it): nothing is embedded
             python = entry.endswith(".py") or launcher in ("python", "torchrun")
             core = self._launch(rs.q(entry), python, launcher, nproc, nodes, flags)
         elif entry:
-            data = local_file(req, entry, "entrypoint").read_bytes()
-            payload.update(r.script_payload_digest(data))
-            env += [
-                {"name": "TAU_SCRIPT_B64", "value": r.b64(data)},
-                {"name": "TAU_SCRIPT_SRC", "value": PurePosixPath(entry).name},
-            ]
+            data = local_file(self.req, entry, "entrypoint").read_bytes()
+            pod.payload.update(r.script_payload_digest(data))
+            pod.env += [{"name": "TAU_SCRIPT_B64", "value": r.b64(data)},
+                        {"name": "TAU_SCRIPT_SRC", "value": PurePosixPath(entry).name}]
             target, python = self._script_kind(entry, data, launcher)
             prelude.append(f'printf %s "$TAU_SCRIPT_B64" | base64 -d > {target}')
             if not python:
                 prelude.append(f"chmod +x {target}")
             core = self._launch(target, python, launcher, nproc, nodes, flags)
         if launcher == "torchrun":
-            env += self._torchrun_env(nproc, multi)
+            pod.env += self._torchrun_env(nproc, shape.multi)
+        return _Command(entry, core, prelude, from_image)
 
-        # -- wrappers -------------------------------------------------------------------------
+    def _wrappers(self, shape: _Shape, pod: _Pod, command: _Command) -> tuple[rs.Wrappers, rs.MetricsOffload | None]:
+        """Profiler, publication, checkpoint and metrics offload around the command."""
+        req, output, durable = self.req, pod.output, pod.durable
         wrappers = rs.Wrappers(preflight=durable, output=output)
         prof_env, prof_prefix, prof_ann = rs.profiler_setup(req, output if durable else None)
-        if prof_prefix and launcher == "torchrun":
-            raise ConfigError(
-                "profiler is incompatible with execution.launcher: torchrun",
-                hint="profile a python-launcher run, or remove profiler",
-            )
-        env += prof_env
+        if prof_prefix and shape.launcher == "torchrun":
+            raise ConfigError("profiler is incompatible with execution.launcher: torchrun",
+                              hint="profile a python-launcher run, or remove profiler")
+        pod.env += prof_env
         wrappers.profiler_prefix = prof_prefix
-        ann_extra.update(prof_ann)
-        pub = rs.publication(req, wrappers, output=output, durable=durable, multi_pod=multi)
-        env += pub.env
-        ann_extra.update(pub.annotations)
-        staged, ckpt, metrics = pub.staged, pub.checkpoint, pub.metrics
-        if metrics:
-            if not entry:
-                raise ConfigError(
-                    "metrics.offload.enabled requires run.entrypoint", hint="set entrypoint: to your training script"
-                )
-            volumes.append(rs.metrics_runtime_volume())
-            mounts.append(rs.metrics_runtime_mount())
-        if core is None and (staged or ckpt or prof_prefix):
-            raise ConfigError(
-                "storage.publish, storage.checkpoint and profiler need a command to wrap",
-                hint="set entrypoint: to your script",
-            )
-        env += r.retry_env(req)
-        env = r.merge_env(r.user_env(req), env)
-        r.check_env_limits(env)
+        pod.annotations.update(prof_ann)
+        pub = rs.publication(req, wrappers, output=output, durable=durable, multi_pod=shape.multi)
+        pod.env += pub.env
+        pod.annotations.update(pub.annotations)
+        if pub.metrics:
+            if not command.entry:
+                raise ConfigError("metrics.offload.enabled requires run.entrypoint",
+                                  hint="set entrypoint: to your training script")
+            pod.volumes.append(rs.metrics_runtime_volume())
+            pod.mounts.append(rs.metrics_runtime_mount())
+        if command.core is None and (pub.staged or pub.checkpoint or prof_prefix):
+            raise ConfigError("storage.publish, storage.checkpoint and profiler need a command to wrap",
+                              hint="set entrypoint: to your script")
+        pod.env += r.retry_env(req)
+        pod.env = r.merge_env(r.user_env(req), pod.env)
+        r.check_env_limits(pod.env)
+        return wrappers, pub.metrics
 
-        main: dict[str, Any] = {"name": "main", "image": image}
-        if core is not None:
-            main["command"] = ["bash", "-c", rs.compose(prelude, core, wrappers)]
-        if env:
-            main["env"] = env
+    def _main(self, shape: _Shape, pod: _Pod, command: _Command, wrappers: rs.Wrappers) -> dict[str, Any]:
+        cfg = self.cfg
+        main: dict[str, Any] = {"name": "main", "image": shape.image}
+        if command.core is not None:
+            main["command"] = ["bash", "-c", rs.compose(command.prelude, command.core, wrappers)]
+        if pod.env:
+            main["env"] = pod.env
+        res = self._resources(shape.gpus)
+        if res:
+            main["resources"] = res
+        if pod.mounts:
+            main["volumeMounts"] = pod.mounts
+        working_dir = r.get(cfg, "runtime.working_dir")
+        if working_dir:
+            main["workingDir"] = str(working_dir)
+        elif command.from_image:
+            main["workingDir"] = SOURCE_DIR
+        elif pod.durable:
+            main["workingDir"] = "/data"
+        return main
+
+    def _resources(self, gpus: int) -> dict[str, Any]:
+        cfg = self.cfg
         res_req = {"cpu": r.get(cfg, "compute.cpu_request"), "memory": r.get(cfg, "compute.memory_request")}
         res_lim = {"cpu": r.get(cfg, "compute.cpu_limit"), "memory": r.get(cfg, "compute.memory_limit")}
         if gpus > 0:
@@ -197,92 +265,52 @@ class _JobRenderer:
             res_lim[keys.NVIDIA_GPU] = str(gpus)
         for res_name in ("cpu", "memory"):
             r.check_request_within_limit(f"compute.{res_name}", res_req[res_name], res_lim[res_name])
-        res = resources(res_req, res_lim, limit_follows_request=False)
-        if res:
-            main["resources"] = res
-        if mounts:
-            main["volumeMounts"] = mounts
-        working_dir = r.get(cfg, "runtime.working_dir")
-        if working_dir:
-            main["workingDir"] = str(working_dir)
-        elif source and source.get("image"):
-            main["workingDir"] = SOURCE_DIR
-        elif durable:
-            main["workingDir"] = "/data"
+        return resources(res_req, res_lim, limit_follows_request=False)
 
-        containers = [main]
-        if metrics:
-            containers.append(metrics.container)
-
-        # -- metadata -------------------------------------------------------------------------
+    def _metadata(self, shape: _Shape, pod: _Pod) -> _Meta:
+        req = self.req
         execution = None
-        if launcher == "torchrun":
-            execution = {"launcher": "torchrun", "nodes": nodes, "processes_per_node": nproc}
+        if shape.launcher == "torchrun":
+            execution = {"launcher": "torchrun", "nodes": shape.nodes, "processes_per_node": shape.nproc}
         labels = r.workload_labels(req, workload_kind="job")
-        annotations = r.workload_annotations(
-            req, image=image, gpu_count=gpus, payload=payload, execution=execution, extra=ann_extra
-        )
+        annotations = r.workload_annotations(req, image=shape.image, gpu_count=shape.gpus, payload=pod.payload,
+                                             execution=execution, extra=pod.annotations)
         topology = r.topology_annotations(r.resolved_topology(req))
-        pod_labels = {k: v for k, v in labels.items() if not k.startswith("kueue.x-k8s.io/")}
-        if (
-            req.ctx("workload_identity")
-            and req.ctx("service_account")
-            and not r.is_placeholder(req.ctx("service_account"))
-        ):
-            pod_labels[keys.WORKLOAD_IDENTITY_USE] = "true"
         pod_annotations = dict(sorted({**r.pod_correlation_annotations(annotations), **topology}.items()))
+        return _Meta(labels, annotations, r.pod_labels(req, labels), pod_annotations)
 
-        selector, tolerations = r.node_selector(req, gpus)
+    def _pod_spec(self, shape: _Shape, pod: _Pod, containers: list[dict[str, Any]]) -> dict[str, Any]:
+        cfg, req = self.cfg, self.req
+        selector, tolerations = r.node_selector(req, shape.gpus)
         if r.get(cfg, "policy.clear_node_selector"):
             selector = r.selector_map(r.get(cfg, "policy.node_selector"))
         _, pod_priority = r.priority_classes(req)
-
-        pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 600}
-        sa = req.ctx("service_account")
-        if sa:
-            pod_spec["serviceAccountName"] = str(sa)
-        if pod_priority:
-            pod_spec["priorityClassName"] = pod_priority
-        if selector:
-            pod_spec["nodeSelector"] = selector
-        if tolerations:
-            pod_spec["tolerations"] = tolerations
-        if multi:
-            pod_spec["subdomain"] = f"{name}-headless"
-        if init:
-            pod_spec["initContainers"] = init
-        pod_spec["containers"] = containers
-        if volumes:
-            pod_spec["volumes"] = volumes
+        spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 600}
+        sa = req.context.service_account
+        optional = {"serviceAccountName": str(sa) if sa else None, "priorityClassName": pod_priority,
+                    "nodeSelector": selector, "tolerations": tolerations,
+                    "subdomain": f"{self.name}-headless" if shape.multi else None, "initContainers": pod.init}
+        spec.update({k: v for k, v in optional.items() if v})
+        spec["containers"] = containers
+        if pod.volumes:
+            spec["volumes"] = pod.volumes
         if r.restricted_mode(cfg):
-            r.apply_restricted(pod_spec, owner=f'Job "{name}"')
+            r.apply_restricted(spec, owner=f'Job "{self.name}"')
+        return spec
 
-        spec: dict[str, Any] = {
-            "suspend": True,
-            "backoffLimit": 0,
-            "ttlSecondsAfterFinished": r.ttl_seconds(cfg, "Job"),
-        }
+    def _job_spec(self, shape: _Shape, meta: _Meta, pod_spec: dict[str, Any]) -> dict[str, Any]:
+        ttl = r.ttl_seconds(self.cfg, "Job")
+        spec: dict[str, Any] = {"suspend": True, "backoffLimit": 0, "ttlSecondsAfterFinished": ttl}
         deadline = self.profile.get("activeDeadlineSeconds")
         if deadline:
             spec["activeDeadlineSeconds"] = int(deadline)
-        if multi:
-            spec.update({"completionMode": "Indexed", "completions": nodes, "parallelism": nodes})
-        spec["template"] = {
-            "metadata": {"labels": dict(sorted(pod_labels.items())), "annotations": pod_annotations},
-            "spec": pod_spec,
-        }
-        if not pod_annotations:
-            del spec["template"]["metadata"]["annotations"]
-        job = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations},
-            "spec": spec,
-        }
-        objects = [job]
-        if multi:
-            objects.append(self._headless_service(ns))
-        return objects
+        if shape.multi:
+            spec.update({"completionMode": "Indexed", "completions": shape.nodes, "parallelism": shape.nodes})
+        template_meta: dict[str, Any] = {"labels": meta.pod_labels}
+        if meta.pod_annotations:
+            template_meta["annotations"] = meta.pod_annotations
+        spec["template"] = {"metadata": template_meta, "spec": pod_spec}
+        return spec
 
     # -- pieces -------------------------------------------------------------------------------
     def _script_kind(self, entry: str, data: bytes, launcher: str) -> tuple[str, bool]:

@@ -77,7 +77,7 @@ def finish_managed(objects: list[dict[str, Any]], request: r.RenderRequest, mana
 def _eval_gpu_group(cluster: dict[str, Any], request: r.RenderRequest) -> None:
     """rayjob-eval: one GPU pod for the model actor next to the CPU workers."""
     cpu_group = cluster["workerGroupSpecs"][0]
-    gpus = max(1, int(request.ctx("managed").gpus))
+    gpus = max(1, int(request.context.managed.gpus))
     group = copy.deepcopy(cpu_group)
     group["groupName"] = f"{cpu_group['groupName']}-{EVAL_GPU_GROUP}"
     group["replicas"] = group["minReplicas"] = group["maxReplicas"] = 1
