@@ -16,7 +16,16 @@ from starlette.responses import JSONResponse, Response
 
 from taugrid_portal.portal import boards, runs
 from taugrid_portal.portal.scoping import authorized, redirect_url, viewer
-from taugrid_portal.portal.state import JOBS_DISABLED, NO_KUBE, NO_KUSTO, BoardError, PortalState, scoped, unavailable
+from taugrid_portal.portal.state import (
+    JOBS_DISABLED,
+    NO_KUBE,
+    NO_KUSTO,
+    NO_KUSTO_BOARDS,
+    BoardError,
+    PortalState,
+    scoped,
+    unavailable,
+)
 
 NO_STORE = {"Cache-Control": "no-store"}
 
@@ -79,7 +88,8 @@ def make_routes(state: PortalState) -> list[Any]:
     async def runs_ep(request: Request) -> Response:
         external = request.query_params.get("include-external") in ("1", "true")
         return respond(state, request, "runs", runs.RUN_KEYS,
-                       lambda scope: runs.runs_board(state.cache, scope, include_external=external),
+                       lambda scope: runs.runs_board(state.cache, scope, include_external=external,
+                                                     history=state.config.run_history.enabled),
                        lambda d: not d["runs"])
 
     async def overview(request: Request) -> Response:
@@ -106,7 +116,7 @@ def make_routes(state: PortalState) -> list[Any]:
     async def kusto_board(request: Request) -> Response:
         board = request.url.path.rsplit("/", 1)[-1]
         names = {"cluster": "cluster", "cost": "cost", "nodeutil": "node utilization"}
-        return error_response(unavailable(f"{names[board]} board unavailable: {NO_KUSTO}"))
+        return error_response(unavailable(f"{names[board]} board unavailable: {kusto_reason(config)}"))
 
     methods = ["GET", "HEAD"]
     return [
@@ -124,6 +134,13 @@ def make_routes(state: PortalState) -> list[Any]:
     ]
 
 
+def kusto_reason(config: Any) -> str:
+    """Why the Kusto boards answer 503: no Kusto configured, or (configured) not served by this build yet."""
+    if config.kusto.configured:
+        return NO_KUSTO_BOARDS
+    return NO_KUSTO
+
+
 def board_list(state: PortalState, workspace: str) -> list[dict[str, Any]]:
     q = "?" + urlencode({"workspace": workspace})
     items = [("overview", "Overview", "/portal"), ("runs", "Runs", "/portal/runs"),
@@ -139,7 +156,8 @@ def overview_response(state: PortalState, request: Request) -> Response:
     def build(scope: Any) -> dict[str, Any]:
         run_rows = runs.runs_board(state.cache, scope)["runs"]
         cards = boards.overview_cards(state.cache, scope, run_rows)
-        cards.update({"fleetUnavailable": "", "healthUnavailable": NO_KUSTO, "costUnavailable": NO_KUSTO,
+        cards.update({"fleetUnavailable": "", "healthUnavailable": kusto_reason(state.config),
+                      "costUnavailable": kusto_reason(state.config),
                       "queueUnavailable": "" if state.config.jobs_scope_mode != "disabled"
                       else "computed Jobs board disabled", "rayUnavailable": ""})
         running = [{"job": r["name"], "name": r["name"], "namespace": r["namespace"], "runId": r["runId"],
@@ -157,7 +175,8 @@ def overview_response(state: PortalState, request: Request) -> Response:
         except BoardError as exc:
             return error_response(exc)
         body = {"boards": board_list(state, scope.workspace), "cards": {
-            "fleetUnavailable": NO_KUBE, "healthUnavailable": NO_KUSTO, "costUnavailable": NO_KUSTO,
+            "fleetUnavailable": NO_KUBE, "healthUnavailable": kusto_reason(state.config),
+            "costUnavailable": kusto_reason(state.config),
             "queueUnavailable": NO_KUBE, "rayUnavailable": NO_KUBE}, "running": [],
             "runningUnavailable": NO_KUBE}
         return JSONResponse(scoped(body, scope, None, (), True), headers=NO_STORE)
@@ -183,7 +202,10 @@ def jobs_builder(state: PortalState, request: Request) -> Callable[[Any], dict[s
             allowed = boards.operator_triples(config.operator_scopes)
         else:
             allowed = [(scope.team, scope.namespace, scope.local_queue)]
-        return boards.jobs_board(state.require(boards.JOB_KEYS, "jobs"), allowed, filters)
+        doc = boards.jobs_board(state.require(boards.JOB_KEYS, "jobs"), allowed, filters)
+        if config.policy is not None:
+            doc["policy"] = {"path": str(config.policy.path), "sha256": config.policy.sha256}
+        return doc
 
     return build
 

@@ -82,7 +82,8 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
 
         # the mounted Stellar keeps its DNS-rebinding guard: the bound name, loopback and
         # TAU_STELLAR_ALLOWED_HOSTS (a Portal behind an ingress lists the ingress host there)
-        stellar_app = stellar_create(config.store, hosts=allowed_hosts(config.host))
+        stellar_app = stellar_create(config.store, default_target=config.default_target,
+                                     hosts=allowed_hosts(config.host))
     policy = StellarPolicy(stellar_app, state)
 
     async def ray(request: Request) -> Response:
