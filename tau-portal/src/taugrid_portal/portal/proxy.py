@@ -3,7 +3,8 @@
 Ray: ``/api/portal/ray/proxy/{namespace}/{cluster}/{path}`` is forwarded only when ``namespace/cluster``
 names a head Service the cache discovered in the request's scope (the SSRF guard), only for GET/HEAD, never
 for the dashboard's mutation, profiling, traceback, JVM, dataset or actor routes, and without the browser's
-cookies.  Stellar: GET/HEAD on the read routes only; everything else fails closed with 403.
+cookies.  WebSocket upgrades pass through under the same guard (:func:`ray_websocket`).
+Stellar: GET/HEAD on the read routes only; everything else fails closed with 403.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from taugrid_portal.portal import boards
@@ -38,11 +39,11 @@ RAY_ROOT_PREFIXES = ("/api/", "/static/", "/nodes", "/logical/", "/actors", "/ev
 PORTAL_OWNED = ("/api/portal/", "/api/stellar", "/api/v1/stellar", "/api/v2/stellar")
 
 
-def _raw_path(request: Request) -> str:
+def _raw_path(request: HTTPConnection) -> str:
     return str(request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0])
 
 
-def guard(state: PortalState, request: Request, ns: str, cluster: str, path: str,
+def guard(state: PortalState, request: HTTPConnection, ns: str, cluster: str, path: str,
           cookie_workspace: str | None = None) -> tuple[dict[str, Any], str] | Response:
     """The SSRF guard: ``ns/cluster`` must be a ready head Service discovered in the request's scope."""
     decoded = unquote(unquote(path))
@@ -66,7 +67,7 @@ def guard(state: PortalState, request: Request, ns: str, cluster: str, path: str
     return {**found, "workspace": scope.workspace}, path
 
 
-def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], str] | Response:
+def ray_target(state: PortalState, request: HTTPConnection) -> tuple[dict[str, Any], str] | Response:
     """``/api/portal/ray/proxy/{ns}/{cluster}/{path}``: the discovered cluster and the path to forward."""
     raw = _raw_path(request)
     parts = (raw[len(RAY_PREFIX):] if raw.startswith(RAY_PREFIX) else "").split("/", 2)
@@ -75,7 +76,7 @@ def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], st
     return guard(state, request, *parts)
 
 
-def ray_cookie_target(state: PortalState, request: Request) -> tuple[dict[str, Any], str] | Response:
+def ray_cookie_target(state: PortalState, request: HTTPConnection) -> tuple[dict[str, Any], str] | Response:
     """A root-relative dashboard request (``/static/...``), routed by the ``ray_target`` cookie."""
     raw = _raw_path(request)
     if raw.startswith(PORTAL_OWNED) or not raw.startswith(RAY_ROOT_PREFIXES):
@@ -126,6 +127,24 @@ async def ray_proxy(state: PortalState, request: Request, upstream: str, *, by_c
     # every part is a validated DNS-style name, so the value needs no quoting
     response.headers.append("set-cookie", f"ray_target={value}; HttpOnly; Path=/; SameSite=Strict; Secure")
     return response
+
+
+async def ray_websocket(state: PortalState, websocket: Any, upstream: str, *, by_cookie: bool = False) -> None:
+    """A WebSocket upgrade under the Ray proxy: same-origin browsers only, the same SSRF guard, no cookies."""
+    from taugrid_portal.portal.wsproxy import denial, deny, pipe, same_origin
+
+    if not same_origin(websocket):
+        await deny(websocket, denial(403, "cross-origin WebSocket refused: open the dashboard from this Portal"))
+        return
+    target = ray_cookie_target(state, websocket) if by_cookie else ray_target(state, websocket)
+    if isinstance(target, Response):
+        await deny(websocket, target)
+        return
+    found, path = target
+    base = upstream.format(service=found["service"], namespace=found["namespace"], port=found["dashboardPort"])
+    query = websocket.scope.get("query_string", b"").decode("latin-1")
+    url = f"{base}/{path}" + (f"?{query}" if query else "")
+    await pipe(websocket, url, {}, "ray dashboard unreachable: the RayCluster may have been deleted")
 
 
 # -- Stellar ------------------------------------------------------------------------------------------------------
