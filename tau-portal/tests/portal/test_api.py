@@ -185,3 +185,59 @@ def test_mounted_stellar_route_policy(taugrid_cluster, portal_factory, tmp_path)
         assert r.json() == {"error": "this Stellar route is not available in Portal"}
     other = portal.get("/api/stellar/snapshot", params={"target": "exp", "workspace": "elsewhere"})
     assert other.status_code in (400, 403) and "workspace" in other.json()["error"]
+
+
+def test_mounted_stellar_artifact_reads_need_an_exact_run_target(taugrid_cluster, portal_factory, tmp_path) -> None:
+    from taugrid_portal.store import ExperimentStore
+    from taugrid_portal.store.writes import init_experiment, parse_artifact, record_run
+
+    root = tmp_path / "store"
+    s, _ = ExperimentStore.init(root, project="demo")
+    (root / "artifacts" / "run-1").mkdir(parents=True)
+    report = root / "artifacts" / "run-1" / "report.html"
+    report.write_text("<html><script>alert(1)</script>report</html>")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not in the store")
+    (root / "artifacts" / "run-2").mkdir(parents=True)
+    other = root / "artifacts" / "run-2" / "plot.txt"
+    other.write_text("run 2")
+    with s:
+        init_experiment(s, "exp", project="demo")
+        mine = parse_artifact(str(report), "run-1")
+        leak = parse_artifact(str(outside), "run-1")
+        theirs = parse_artifact(str(other), "run-2")
+        record_run(s, "run-1", experiment="exp", group="grp", metrics={"loss": 0.5}, step=1, artifacts=[mine, leak])
+        record_run(s, "run-2", experiment="exp", group="grp", metrics={"loss": 0.4}, step=1, artifacts=[theirs])
+    portal = portal_factory(taugrid_cluster.cluster, store=root)
+    index = portal.get("/api/stellar/artifacts", params={"target": "run-1"})
+    assert index.status_code == 200 and index.json()["run"] == "run-1" and index.json()["count"] == 2
+    fetch = next(a["fetch_url"] for a in index.json()["artifacts"] if a["artifact_id"] == mine["artifact_id"])
+    content = portal.get(fetch)
+    assert content.status_code == 200 and "report" in content.text
+    assert content.headers["content-security-policy"].startswith("sandbox;")
+    assert "script-src 'none'" in content.headers["content-security-policy"]
+    assert content.headers["x-frame-options"] == "SAMEORIGIN" and content.headers["x-content-type-options"] == "nosniff"
+    escaped = portal.get("/api/stellar/artifact", params={"target": "run-1", "artifact": leak["artifact_id"]})
+    assert escaped.status_code == 400 and "escapes" in escaped.json()["detail"] and str(tmp_path) not in escaped.text
+    denied = [
+        {"target": "exp"},  # an experiment
+        {"target": "grp"},  # a run group
+        {"target": "exp", "artifact": mine["artifact_id"]},
+        {"target": "grp", "artifact": mine["artifact_id"]},
+        {"target": "run-1", "artifact": theirs["artifact_id"]},  # a foreign artifact id
+        {"target": "run-1", "artifact": "artifact-nope"},
+        {"target": "run-1", "artifact": [mine["artifact_id"], leak["artifact_id"]]},  # more than one
+        {"target": ["run-1", "run-2"], "artifact": mine["artifact_id"]},
+        {"target": "run-1", "run_id": "run-2", "artifact": mine["artifact_id"]},  # a conflicting hint
+        {"target": "run-1"},  # content without an artifact
+        {"artifact": mine["artifact_id"]},
+    ]
+    for params in denied:
+        path = "/api/stellar/artifacts" if params == {"target": "exp"} or params == {"target": "grp"} \
+            else "/api/stellar/artifact"
+        r = portal.get(path, params=params)
+        assert r.status_code == 403, (params, r.status_code, r.text)
+        assert r.json() == {"error": "this Stellar route is not available in Portal"}
+    listing_with_artifact = portal.get("/api/stellar/artifacts", params={"target": "run-1", "artifact": "x"})
+    assert listing_with_artifact.status_code == 403
+    assert portal.client.request("DELETE", fetch).status_code == 403

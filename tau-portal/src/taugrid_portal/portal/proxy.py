@@ -4,12 +4,14 @@ Ray: ``/api/portal/ray/proxy/{namespace}/{cluster}/{path}`` is forwarded only wh
 names a head Service the cache discovered in the request's scope (the SSRF guard), only for GET/HEAD, never
 for the dashboard's mutation, profiling, traceback, JVM, dataset or actor routes, and without the browser's
 cookies.  WebSocket upgrades pass through under the same guard (:func:`ray_websocket`).
-Stellar: GET/HEAD on the read routes only; everything else fails closed with 403.
+Stellar: GET/HEAD on the read routes only, artifact reads only for an exact run target (:class:`ArtifactGate`);
+everything else fails closed with 403.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 from urllib.parse import unquote
 
@@ -150,7 +152,48 @@ async def ray_websocket(state: PortalState, websocket: Any, upstream: str, *, by
 # -- Stellar ------------------------------------------------------------------------------------------------------
 STELLAR_PREFIXES = ("/stellar", "/api/stellar", "/api/v1/stellar", "/api/v2/stellar")
 STELLAR_ALLOWED = frozenset({"/stellar", "/stellar/", "/api/stellar/snapshot", "/api/stellar/series"})
+ARTIFACT_INDEX, ARTIFACT_CONTENT = "/api/stellar/artifacts", "/api/stellar/artifact"
 LEGACY_DENIAL = {"error": "this Stellar route is not available in Portal"}
+
+
+class ArtifactGate:
+    """Artifact reads through the Portal need an exact run target (reference §4.5): one ``target`` that
+    resolves to exactly one run and names it, no ``run``/``run_id`` hint that disagrees, and for content
+    exactly one ``artifact`` of that run.  Experiment and run-group targets are refused."""
+
+    def __init__(self, store_path: Any) -> None:
+        self.store_path = store_path
+        self._store: Any = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> Any:
+        if self._store is None:
+            from taugrid_portal.store import ExperimentStore
+
+            self._store = ExperimentStore.open(self.store_path)
+        return self._store
+
+    def allows(self, path: str, query: Any) -> bool:
+        from tau_core.errors import TauError
+
+        targets = query.getlist("target")
+        if len(targets) != 1 or not targets[0].strip():
+            return False
+        target = targets[0]
+        if any(v != target for hint in ("run", "run_id") for v in query.getlist(hint)):
+            return False
+        artifacts = query.getlist("artifact")
+        if len(artifacts) != (1 if path == ARTIFACT_CONTENT else 0):
+            return False
+        try:
+            with self._lock:  # one connection, queried from worker threads one at a time
+                store = self._open()
+                resolved = store.resolve_target(target)
+                if resolved.type != "run" or resolved.id != target or list(resolved.run_ids) != [target]:
+                    return False
+                return not artifacts or bool(store.artifact(artifacts[0])["run_id"] == target)
+        except TauError:
+            return False
 
 
 def is_stellar(path: str) -> bool:
@@ -163,11 +206,26 @@ class StellarPolicy:
     def __init__(self, app: Any, state: PortalState) -> None:
         self.app = app
         self.state = state
+        store = state.config.store
+        self.artifacts = ArtifactGate(store) if store is not None else None
+
+    def permitted(self, method: str, path: str, query: Any) -> bool:
+        if method not in ("GET", "HEAD"):
+            return False
+        if path in (ARTIFACT_INDEX, ARTIFACT_CONTENT):
+            return self.artifacts is not None and self.artifacts.allows(path, query)
+        return path in STELLAR_ALLOWED
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        import anyio
+
         request = Request(scope)
         path = scope["path"]
-        if scope["method"] not in ("GET", "HEAD") or path not in STELLAR_ALLOWED:
+        if path in (ARTIFACT_INDEX, ARTIFACT_CONTENT):  # the gate reads the store: off the event loop
+            allowed = await anyio.to_thread.run_sync(self.permitted, scope["method"], path, request.query_params)
+        else:
+            allowed = self.permitted(scope["method"], path, request.query_params)
+        if not allowed:
             managed = self.state.directory is not None
             body = {"reason": "this Stellar route is not workspace-scoped in managed Portal mode",
                     "state": "forbidden"} if managed else LEGACY_DENIAL
