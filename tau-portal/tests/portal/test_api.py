@@ -241,3 +241,54 @@ def test_mounted_stellar_artifact_reads_need_an_exact_run_target(taugrid_cluster
     listing_with_artifact = portal.get("/api/stellar/artifacts", params={"target": "run-1", "artifact": "x"})
     assert listing_with_artifact.status_code == 403
     assert portal.client.request("DELETE", fetch).status_code == 403
+
+
+def test_queue_positions_follow_kueue_order_across_a_cluster_queue(taugrid_cluster, portal_factory, make_job) -> None:
+    """Positions come from the watch cache (no visibility API): priority, then queueing time, across every
+    LocalQueue of the ClusterQueue; a deactivated workload holds no place."""
+    from tau_core import keys
+    from tau_testing.sim.scenarios.taugrid import CLUSTER_QUEUE, WORKSPACE
+    from taugrid_portal.portal.config import OperatorScope
+
+    cluster = taugrid_cluster.cluster
+    cluster.store.create({"apiVersion": "v1", "kind": "Namespace",
+                          "metadata": {"name": "borealis", "labels": {keys.WORKSPACE: WORKSPACE}}})
+    cluster.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                          "metadata": {"name": "q2", "namespace": "borealis"}, "spec": {"clusterQueue": CLUSTER_QUEUE}})
+    for name, ns, queue, prio in (("a-first", "aurora", "jobqueue", None), ("b-second", "borealis", "q2", None),
+                                  ("c-urgent", "aurora", "jobqueue", "taugrid-priority"),
+                                  ("d-parked", "aurora", "jobqueue", None)):
+        labels = {keys.KUEUE_QUEUE_NAME: queue, **({"kueue.x-k8s.io/priority-class": prio} if prio else {})}
+        cluster.store.create(make_job(name, gpus=64, labels=labels, namespace=ns))  # beyond quota: all wait
+        cluster.settle()
+        cluster.advance(2)
+    parked = next(w for w in cluster.store.list("kueue.x-k8s.io/v1beta2", "Workload", "aurora")
+                  if w["metadata"]["name"].startswith("job-d-parked"))
+    parked["spec"]["active"] = False
+    cluster.store.update(parked)
+    cluster.settle()
+    portal = portal_factory(cluster, jobs_scope_mode="operator",
+                            operator_scopes=(OperatorScope("vision", "aurora", "jobqueue"),
+                                             OperatorScope("nlp", "borealis", "q2")))
+    doc = portal.wait("/api/portal/jobs", lambda r: r.status_code == 200 and len(r.json()["workloads"]) == 4).json()
+    assert doc["positionSource"] == "watch-cache"
+    by = {w["name"].split("-", 1)[1].rsplit("-", 1)[0]: w for w in doc["workloads"]}
+    assert {k: (w["positionInClusterQueue"], w["positionInLocalQueue"]) for k, w in by.items()} == {
+        "c-urgent": (0, 0), "a-first": (1, 1), "b-second": (2, 0), "d-parked": (None, None)}, by
+    assert by["c-urgent"]["priority"] == 1000 and by["b-second"]["team"] == "nlp"
+    assert by["d-parked"]["active"] is False
+    assert all(by[k]["pendingReason"] for k in ("a-first", "b-second", "c-urgent"))
+    assert [w["name"] for w in doc["workloads"]][:3] == [by[k]["name"] for k in ("c-urgent", "a-first", "b-second")]
+    nlp = portal.get("/api/portal/jobs", params={"team": "nlp"}).json()
+    assert [w["positionInClusterQueue"] for w in nlp["workloads"]] == [2]
+    page = portal.get("/portal/jobs")
+    assert page.status_code == 200 and "CQ #" in page.text
+
+
+def test_enabled_run_history_is_reported_unavailable_not_silently_live(taugrid_cluster, portal_factory) -> None:
+    from taugrid_portal.portal.kusto_flags import KustoConfig, RunHistoryConfig
+
+    portal = portal_factory(taugrid_cluster.cluster, cluster="west", kusto=KustoConfig(query_command="kq"),
+                            run_history=RunHistoryConfig(enabled=True))
+    doc = portal.wait("/api/portal/runs", ready).json()
+    assert doc["historyState"] == "history-unavailable" and "live runs only" in doc["historyDiagnostic"]
