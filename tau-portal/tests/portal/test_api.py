@@ -288,7 +288,7 @@ def test_queue_positions_follow_kueue_order_across_a_cluster_queue(taugrid_clust
 def test_enabled_run_history_is_reported_unavailable_not_silently_live(taugrid_cluster, portal_factory) -> None:
     from taugrid_portal.portal.kusto_flags import KustoConfig, RunHistoryConfig
 
-    portal = portal_factory(taugrid_cluster.cluster, cluster="west", kusto=KustoConfig(query_command="kq"),
+    portal = portal_factory(taugrid_cluster.cluster, kusto=KustoConfig(query_command="kq"),
                             run_history=RunHistoryConfig(enabled=True))
     doc = portal.wait("/api/portal/runs", ready).json()
     assert doc["historyState"] == "history-unavailable" and "live runs only" in doc["historyDiagnostic"]
