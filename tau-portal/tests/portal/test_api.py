@@ -92,8 +92,9 @@ def test_security_headers_on_every_response_and_no_write_verb(portal) -> None:
         assert r.headers["x-content-type-options"] == "nosniff", path
         assert r.headers["x-frame-options"] == "SAMEORIGIN", path
         assert "content-security-policy" in r.headers, path
-    for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
-        for path in ("/api/portal/runs", "/portal", "/api/portal/ray/proxy/aurora/x/", "/healthz"):
+    for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "PROPFIND"):
+        for path in ("/api/portal/runs", "/portal", "/api/portal/ray/proxy/aurora/x/", "/healthz",
+                     "/api/portal/kueueviz/ws/x", "/static/x"):
             r = portal.client.request(method, path)
             assert r.status_code == 405 and r.headers["x-content-type-options"] == "nosniff", (method, path)
         r = portal.client.request(method, "/api/stellar/snapshot")
