@@ -43,7 +43,7 @@ def with_reference_flags(command: click.Command) -> click.Command:
     assert callback is not None
 
     @click.pass_context
-    def run(ctx: click.Context, **params: Any) -> Any:
+    def run(ctx: click.Context, /, **params: Any) -> Any:
         return ctx.invoke(callback, **_translate(params, ctx))
 
     extra = [

@@ -204,7 +204,7 @@ def overview_cards(cache: WatchCache, scope: Scope, runs: list[dict[str, Any]]) 
     workloads = [w for w in cache.items("workloads") if not scope.namespace
                  or _meta(w).get("namespace") == scope.namespace]
     states = [_workload_state(w) for w in workloads]
-    skus = defaultdict(int)
+    skus: defaultdict[str, int] = defaultdict(int)
     for n in nodes:
         skus[n["sku"]] += 1
     return {

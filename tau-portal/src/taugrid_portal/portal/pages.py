@@ -131,7 +131,8 @@ def _builders(state: PortalState) -> dict[str, Any]:
 
     async def jobs_page(request: Request) -> dict[str, Any]:
         build = jobs_builder(state, request)
-        return {"data": build(state.scope(request.query_params, request.headers))}
+        scope = state.scope(request.query_params, request.headers)
+        return {"data": build(scope, state.require(boards.JOB_KEYS, "jobs"))}
 
     async def experiments_page(request: Request) -> dict[str, Any]:
         scope = scope_of(request)
