@@ -114,8 +114,9 @@ def kusto_config(p: dict[str, Any]) -> KustoConfig:
     """Validate the Kusto flags of one command line (``p``: click's parameters) into a :class:`KustoConfig`."""
     if p["kusto_endpoint"]:
         _check_endpoint(p["kusto_endpoint"])
-    for flag, key in (("--kusto-database", "kusto_database"), ("--kusto-cost-database", "kusto_cost_database")):
-        _check_name(flag, p[key])
+    cost_database = p.get("kusto_cost_database", "CostTracking")  # a Portal flag; Stellar has no Cost board
+    _check_name("--kusto-database", p["kusto_database"])
+    _check_name("--kusto-cost-database", cost_database)
     if p["kusto_query_args"] and not p["kusto_query_command"]:
         raise UsageError("--kusto-query-arg needs --kusto-query-command")
     _check_args(p["kusto_query_args"])
@@ -128,7 +129,7 @@ def kusto_config(p: dict[str, Any]) -> KustoConfig:
         raise UsageError(f"--discovery-since {p['discovery_since']} is longer than --max-discovery-since "
                          f"{p['max_discovery_since']}")
     return KustoConfig(
-        endpoint=p["kusto_endpoint"] or None, database=p["kusto_database"], cost_database=p["kusto_cost_database"],
+        endpoint=p["kusto_endpoint"] or None, database=p["kusto_database"], cost_database=cost_database,
         ingestion=p["kusto_ingestion"], query_command=p["kusto_query_command"] or None,
         query_args=tuple(p["kusto_query_args"]), metrics_file=metrics_file,
         allowed_projects=tuple(p["allowed_projects"]), featured_projects=tuple(p["featured_projects"]),
@@ -174,11 +175,10 @@ def _opt(*decls: str, **kw: Any) -> Callable[[Any], Any]:
     return click.option(*decls, **kw)
 
 
-OPTIONS = [
+#: the Kusto and discovery flags ``experiment serve|open`` and ``portal serve`` share (reference §1.3.2)
+STELLAR_OPTIONS = [
     _opt("--kusto-endpoint", metavar="URL", help="Kusto cluster URL (https)."),
     _opt("--kusto-database", default="Metrics", show_default=True),
-    _opt("--kusto-cost-database", default="CostTracking", show_default=True,
-         help="Database of the Cost board."),
     _opt("--kusto-ingestion", type=click.Choice(KUSTO_INGESTIONS), default="projection", show_default=True),
     _opt("--kusto-query-command", metavar="CMD", help="Command that answers Kusto queries (KQL on stdin "
          "unless an argument holds {query})."),
@@ -195,6 +195,10 @@ OPTIONS = [
     _opt("--max-runs", type=int, default=200, show_default=True),
     _opt("--max-metric-rows", type=int, default=1_000_000, show_default=True),
     _opt("--request-timeout", default="30s", show_default=True, metavar="DURATION"),
+]
+#: ``portal serve`` only (reference §1.4)
+PORTAL_OPTIONS = [
+    _opt("--kusto-cost-database", default="CostTracking", show_default=True, help="Database of the Cost board."),
     _opt("--run-history-enabled", is_flag=True, help="Merge durable run history from Kusto (needs Kusto)."),
     _opt("--run-history-table", default="TauExpRunLifecycle", show_default=True),
     _opt("--run-history-limit", type=int, default=200, show_default=True),
@@ -202,6 +206,17 @@ OPTIONS = [
 
 
 def kusto_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(OPTIONS):
+    for option in reversed(STELLAR_OPTIONS + PORTAL_OPTIONS):
         command = option(command)
     return command
+
+
+def stellar_params() -> list[click.Parameter]:
+    """The shared Kusto flags as click parameters, for commands built elsewhere (``experiment serve|open``)."""
+
+    def holder() -> None:
+        pass
+
+    for option in reversed(STELLAR_OPTIONS):
+        option(holder)
+    return list(getattr(holder, "__click_params__", []))[::-1]
