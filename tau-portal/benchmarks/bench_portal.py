@@ -7,7 +7,7 @@
 
 The cluster is the simulated TauGrid cluster; the Portal runs as ``taugrid-portal portal serve`` in its own
 process. Sizes: ``TAU_BENCH_PORTAL_RUNS`` (1000), ``TAU_BENCH_PORTAL_SECONDS`` (load seconds, 5),
-``TAU_BENCH_PORTAL_IDLE`` (steady-state window seconds, 20).
+``TAU_BENCH_PORTAL_IDLE`` (steady-state window seconds, 60).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 RUNS = int(os.environ.get("TAU_BENCH_PORTAL_RUNS", "1000"))
 SECONDS = float(os.environ.get("TAU_BENCH_PORTAL_SECONDS", "5"))
-IDLE = float(os.environ.get("TAU_BENCH_PORTAL_IDLE", "20"))
+IDLE = float(os.environ.get("TAU_BENCH_PORTAL_IDLE", "60"))
 CONCURRENCY = 8
 CHROMIUM = os.environ.get("TAU_CHROMIUM", "/usr/bin/chromium")
 
