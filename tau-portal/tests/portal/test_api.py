@@ -158,7 +158,12 @@ def test_empty_board_is_200_no_data_and_responses_are_gzipped(taugrid_cluster, p
     assert r.json()["state"] == "no_data" and r.json()["runs"] == []
     assert r.headers["content-encoding"] == "gzip"
     plain = portal.get("/api/portal/runs", headers={"Accept-Encoding": "identity"})
-    assert "content-encoding" not in plain.headers and plain.json() == r.json()
+    assert "content-encoding" not in plain.headers
+
+    def board(doc: dict) -> dict:  # the cache's generation may move between the two requests
+        return {k: v for k, v in doc.items() if k != "cache"}
+
+    assert board(plain.json()) == board(r.json())
 
 
 def test_mounted_stellar_route_policy(taugrid_cluster, portal_factory, tmp_path) -> None:
