@@ -307,3 +307,19 @@ def test_snapshots_are_cached_until_the_store_changes(tmp_path: Path) -> None:
         assert sorted(r["run_id"] for r in fresh["runs"]) == ["run-a", "run-b"]
         page = httpx.get(url + "/stellar?target=g", timeout=30)
         assert "run-b" in page.text
+
+
+def test_artifact_index_and_sandboxed_content(base_url: str) -> None:
+    listing = _get(base_url, "/api/stellar/artifacts", params={"target": "sweep"})
+    assert listing.status_code == 200 and listing.json()["target_type"] == "experiment"
+    arts = listing.json()["artifacts"]
+    assert {a["run_id"] for a in arts} == {"run-0", "run-1"}, arts  # the imported JSONL histories
+    first = next(a for a in arts if a["run_id"] == "run-0")
+    content = _get(base_url, first["fetch_url"])
+    assert content.status_code == 200 and '"_step": 0' in content.text
+    assert content.headers["content-security-policy"].startswith("sandbox;")
+    assert content.headers["x-frame-options"] == "SAMEORIGIN"
+    foreign = _get(base_url, "/api/stellar/artifact", params={"target": "run-1", "artifact": first["artifact_id"]})
+    assert foreign.status_code == 404 and foreign.json()["code"] == "NOT_FOUND"
+    missing = _get(base_url, "/api/stellar/artifact", params={"target": "run-1"})
+    assert missing.status_code == 400 and missing.json()["detail"] == "artifact query parameter is required"

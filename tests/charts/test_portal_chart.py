@@ -99,3 +99,49 @@ def test_workspace_directory_is_a_mounted_configmap_the_portal_accepts(managed, 
     assert json.loads(config["data"]["workspaces.json"]) == DIRECTORY
     directory = load_directory(tmp_path / "workspaces.json")
     assert [w.id for w in directory.workspaces] == ["aurora"]
+
+
+def _values(tmp_path, portal):
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"taugrid-core": {"portal": portal}}))
+    return str(path)
+
+
+def test_kusto_history_operator_and_policy_values_reach_flags_the_portal_accepts(render, tmp_path):
+    from taugrid_portal.portal.cli import serve
+    from taugrid_portal.portal.kusto_flags import kusto_config, run_history_config
+
+    objects = render("-f", _values(tmp_path, {
+        "jobsScopeMode": "operator", "operatorScopes": ["vision=aurora/jobqueue", "nlp=borealis/q2"],
+        "kustoQueryCommand": "kq", "kustoCostDatabase": "Costs", "cluster": "west",
+        "runHistory": {"enabled": True, "table": "Hist", "limit": 50}, "policyPath": "/etc/tau/policy.yaml"}))
+    args = _portal(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    for flag in ("--kusto-query-command=kq", "--kusto-cost-database=Costs", "--jobs-operator-scope=vision=aurora/jobqueue",
+                 "--jobs-operator-scope=nlp=borealis/q2", "--run-history-enabled", "--run-history-table=Hist",
+                 "--run-history-limit=50", "--policy=/etc/tau/policy.yaml"):
+        assert flag in args, (flag, args)
+    params = dict(serve.make_context("serve", args[2:]).params)  # click parses every flag the chart passes
+    kusto = kusto_config(params)
+    history = run_history_config(params, kusto, managed=False, cluster=params["cluster_name"])
+    assert (kusto.query_command, kusto.cost_database) == ("kq", "Costs")
+    assert (history.enabled, history.table, history.limit) == (True, "Hist", 50)
+    defaults = _portal(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--kusto-cost-database=CostTracking" in defaults and "--run-history-enabled" not in defaults
+
+
+@pytest.mark.parametrize(("portal", "message"), [
+    ({"jobsScopeMode": "workspace"}, "jobsScopeMode=workspace needs portal.workspaceDirectory"),
+    ({"jobsScopeMode": "workspace", "workspaceDirectory": {"localCluster": "l", "workspaces": [
+        {"id": "a", "cluster": "l", "namespace": "a", "source": "local"}]}}, "needs team, namespace and localQueue"),
+    ({"jobsScopeMode": "operator"}, "needs at least one portal.operatorScopes entry"),
+    ({"operatorScopes": ["a=b/c"]}, "only used with portal.jobsScopeMode=operator"),
+    ({"jobsScopeMode": "operator", "operatorScopes": ["a=ns/q", "b=ns/q"]}, "lists ns/q twice"),
+    ({"runHistory": {"enabled": True}}, "runHistory.enabled needs portal.kustoEndpoint or portal.kustoQueryCommand"),
+    ({"access": {"mode": "authenticated-proxy", "externalURL": "http://portal.example"}}, "must be an https:// URL"),
+    ({"access": {"mode": "authenticated-proxy", "externalURL": "https://u:p@portal.example"}}, "no user info"),
+    ({"operatorScopes": ["bad"], "jobsScopeMode": "operator"}, "operatorScopes"),
+])
+def test_helm_refuses_invalid_portal_values(helm, umbrella, tmp_path, portal, message):
+    result = helm("template", "taugrid", str(umbrella), "--namespace", "tau-system",
+                  "-f", _values(tmp_path, {"enabled": True, **portal}), check=False)
+    assert result.returncode != 0 and message in result.stderr, result.stderr[-800:]

@@ -2,9 +2,10 @@
 ``--host``/``--port``, which stay as aliases.
 
 ``--addr HOST:PORT`` sets both; ``--workspace`` names the TauWorkspace the server serves (required for a
-Kusto source, optional for the local store); ``--source local|kusto|auto``.  The Stellar commands themselves
-are left untouched: :func:`with_reference_flags` returns a copy of a command with these options, which it
-translates into the command's own ``host``/``port`` before calling it.
+Kusto source, optional for the local store); ``--source local|kusto|auto``; the Kusto and discovery flags of
+§1.3.2 are parsed and validated like the Portal's (a Kusto source is refused by this build).  The Stellar
+commands themselves are left untouched: :func:`with_reference_flags` returns a copy of a command with these
+options, which it translates into the command's own ``host``/``port`` before calling it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ _WORKSPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def _translate(params: dict[str, Any], ctx: click.Context) -> dict[str, Any]:
+    from taugrid_portal.portal.kusto_flags import deprecated_aliases, kusto_config
+
+    kusto_names = {p.name for p in _kusto_params() if p.name}
+    kusto = {name: params.pop(name) for name in kusto_names}
+    kusto["workspace"] = params.get("workspace")
+    deprecated_aliases(kusto, lambda line: click.echo(line, err=True))
+    params["workspace"] = kusto["workspace"]
+    config = kusto_config(kusto)  # validated like the Portal's; the local store does not use it
     addr, workspace, source = params.pop("addr"), params.pop("workspace"), params.pop("source")
     if addr is not None:
         explicit = [p for p in ("host", "port")
@@ -34,8 +43,16 @@ def _translate(params: dict[str, Any], ctx: click.Context) -> dict[str, Any]:
     if source == "kusto":
         if workspace is None:
             raise UsageError("--source kusto needs --workspace", hint="Stellar refuses unscoped Kusto reads")
+        if not config.configured and config.metrics_file is None:
+            raise UsageError("--source kusto needs --kusto-query-command, --kusto-endpoint or --kusto-metrics-file")
         raise UsageError("--source kusto is not available in this build yet", hint="use --source local")
     return params
+
+
+def _kusto_params() -> list[click.Parameter]:
+    from taugrid_portal.portal.kusto_flags import stellar_params
+
+    return stellar_params()
 
 
 def with_reference_flags(command: click.Command) -> click.Command:
@@ -43,7 +60,7 @@ def with_reference_flags(command: click.Command) -> click.Command:
     assert callback is not None
 
     @click.pass_context
-    def run(ctx: click.Context, **params: Any) -> Any:
+    def run(ctx: click.Context, /, **params: Any) -> Any:
         return ctx.invoke(callback, **_translate(params, ctx))
 
     extra = [
@@ -54,6 +71,7 @@ def with_reference_flags(command: click.Command) -> click.Command:
         click.Option(["--source"], type=click.Choice(["local", "kusto", "auto"]), default="local",
                      show_default=True, help="Where runs and metrics come from (auto: local here)."),
     ]
-    return click.Command(command.name, callback=run, params=[*command.params, *extra], help=command.help,
+    return click.Command(command.name, callback=run, params=[*command.params, *extra, *_kusto_params()],
+                         help=command.help,
                          epilog=command.epilog, short_help=command.short_help,
                          context_settings=command.context_settings)

@@ -114,6 +114,15 @@ def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page,
     nodes = portal.get("/api/portal/nodes").json()["nodes"]
     page.goto(base + "/portal/nodes")
     assert sorted(page.locator("#nodes-table td[data-key=name]").all_inner_texts()) == sorted(n["name"] for n in nodes)
+    jobs = portal.get("/api/portal/jobs").json()["workloads"]
+    page.goto(base + "/portal/jobs")
+    shown = dict(zip(page.locator("#jobs-table td[data-key=name]").all_inner_texts(),
+                     page.locator("#jobs-table td[data-key=cqposition]").all_inner_texts(), strict=True))
+    assert shown == {w["name"]: "" if w["positionInClusterQueue"] is None else str(w["positionInClusterQueue"])
+                     for w in jobs}
+    ray = portal.get("/api/portal/ray").json()["clusters"]
+    page.goto(base + "/portal/ray")
+    assert page.locator("#ray-table td[data-key=cluster]").all_inner_texts() == [c["cluster"] for c in ray]
     page.goto(base + "/portal/experiments")
     page.click("#exp-table a")
     page.wait_for_load_state()

@@ -53,7 +53,11 @@ def test_serve_listens_on_addr_with_an_optional_workspace(store: Path) -> None:
     (["--addr", "127.0.0.1:0", "--host", "0.0.0.0"], "--addr cannot be combined with --host"),
     (["--addr", "nope"], "must be HOST:PORT"),
     (["--source", "kusto"], "--source kusto needs --workspace"),
-    (["--source", "kusto", "--workspace", "aurora"], "not available in this build"),
+    (["--source", "kusto", "--workspace", "aurora"], "--source kusto needs --kusto-query-command"),
+    (["--source", "kusto", "--workspace", "aurora", "--kusto-query-command", "kq"], "not available in this build"),
+    (["--kusto-endpoint", "http://k.example"], "must be an https:// cluster URL"),
+    (["--discovery-since", "400d"], "is longer than --max-discovery-since"),
+    (["--kusto-workspace", "a", "--workspace", "b"], "conflicts with --workspace"),
     (["--workspace", "Not A Name"], "is not a workspace name"),
 ])
 def test_serve_refuses_bad_reference_flags(store: Path, capsys, args: list[str], message: str) -> None:

@@ -15,8 +15,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from taugrid_portal.portal import boards, runs
+from taugrid_portal.portal.cache import WatchCache
+from taugrid_portal.portal.directory import Scope
 from taugrid_portal.portal.scoping import authorized, redirect_url, viewer
-from taugrid_portal.portal.state import JOBS_DISABLED, NO_KUBE, NO_KUSTO, BoardError, PortalState, scoped, unavailable
+from taugrid_portal.portal.state import (
+    JOBS_DISABLED,
+    NO_KUBE,
+    NO_KUSTO,
+    NO_KUSTO_BOARDS,
+    BoardError,
+    PortalState,
+    scoped,
+    unavailable,
+)
 
 NO_STORE = {"Cache-Control": "no-store"}
 
@@ -26,21 +37,21 @@ def error_response(exc: BoardError) -> Response:
 
 
 def respond(state: PortalState, request: Request, board: str, keys: tuple[str, ...],
-            build: Callable[[Any], dict[str, Any]], empty: Callable[[dict[str, Any]], bool],
+            build: Callable[[Scope, WatchCache], dict[str, Any]], empty: Callable[[dict[str, Any]], bool],
             *, allow_override: tuple[str, ...] = ("namespace",)) -> Response:
     try:
         scope = state.scope(request.query_params, request.headers, allow_override=allow_override)
         moved = redirect_url(scope, request.url.path, request.query_params)
         if scope.availability != "available":
-            body = {"reason": "workspace data is not served by this Portal", "scope": scope.to_json(),
-                    "state": scope.availability, **({"redirectUrl": moved} if moved else {})}
-            return JSONResponse(body, headers=NO_STORE)
+            elsewhere = {"reason": "workspace data is not served by this Portal", "scope": scope.to_json(),
+                         "state": scope.availability, **({"redirectUrl": moved} if moved else {})}
+            return JSONResponse(elsewhere, headers=NO_STORE)
         cache = state.require(keys, board)
         key = (board, scope, tuple(sorted(request.query_params.items())))
 
         def compute() -> dict[str, Any]:
             try:
-                doc = build(scope)
+                doc = build(scope, cache)
             except BoardError:
                 raise
             except Exception as exc:  # the board failed: 502, the details in the server log only
@@ -79,20 +90,21 @@ def make_routes(state: PortalState) -> list[Any]:
     async def runs_ep(request: Request) -> Response:
         external = request.query_params.get("include-external") in ("1", "true")
         return respond(state, request, "runs", runs.RUN_KEYS,
-                       lambda scope: runs.runs_board(state.cache, scope, include_external=external),
+                       lambda scope, cache: runs.runs_board(cache, scope, include_external=external,
+                                                     history=state.config.run_history.enabled),
                        lambda d: not d["runs"])
 
     async def overview(request: Request) -> Response:
         return overview_response(state, request)
 
     async def nodes(request: Request) -> Response:
-        return respond(state, request, "nodes", boards.NODE_KEYS, lambda scope: boards.nodes_board(state.cache, scope),
-                       lambda d: not d["nodes"])
+        return respond(state, request, "nodes", boards.NODE_KEYS,
+                       lambda scope, cache: boards.nodes_board(cache, scope), lambda d: not d["nodes"])
 
     async def ray(request: Request) -> Response:
         return respond(state, request, "ray", boards.RAY_KEYS,
-                       lambda scope: {"namespace": scope.namespace,
-                                      "clusters": boards.ray_clusters(state.cache, scope.namespace)},
+                       lambda scope, cache: {"namespace": scope.namespace,
+                                             "clusters": boards.ray_clusters(cache, scope.namespace)},
                        lambda d: not d["clusters"])
 
     async def jobs(request: Request) -> Response:
@@ -106,7 +118,7 @@ def make_routes(state: PortalState) -> list[Any]:
     async def kusto_board(request: Request) -> Response:
         board = request.url.path.rsplit("/", 1)[-1]
         names = {"cluster": "cluster", "cost": "cost", "nodeutil": "node utilization"}
-        return error_response(unavailable(f"{names[board]} board unavailable: {NO_KUSTO}"))
+        return error_response(unavailable(f"{names[board]} board unavailable: {kusto_reason(config)}"))
 
     methods = ["GET", "HEAD"]
     return [
@@ -124,6 +136,13 @@ def make_routes(state: PortalState) -> list[Any]:
     ]
 
 
+def kusto_reason(config: Any) -> str:
+    """Why the Kusto boards answer 503: no Kusto configured, or (configured) not served by this build yet."""
+    if config.kusto.configured:
+        return NO_KUSTO_BOARDS
+    return NO_KUSTO
+
+
 def board_list(state: PortalState, workspace: str) -> list[dict[str, Any]]:
     q = "?" + urlencode({"workspace": workspace})
     items = [("overview", "Overview", "/portal"), ("runs", "Runs", "/portal/runs"),
@@ -136,10 +155,11 @@ def board_list(state: PortalState, workspace: str) -> list[dict[str, Any]]:
 
 
 def overview_response(state: PortalState, request: Request) -> Response:
-    def build(scope: Any) -> dict[str, Any]:
-        run_rows = runs.runs_board(state.cache, scope)["runs"]
-        cards = boards.overview_cards(state.cache, scope, run_rows)
-        cards.update({"fleetUnavailable": "", "healthUnavailable": NO_KUSTO, "costUnavailable": NO_KUSTO,
+    def build(scope: Scope, cache: WatchCache) -> dict[str, Any]:
+        run_rows = runs.runs_board(cache, scope)["runs"]
+        cards = boards.overview_cards(cache, scope, run_rows)
+        cards.update({"fleetUnavailable": "", "healthUnavailable": kusto_reason(state.config),
+                      "costUnavailable": kusto_reason(state.config),
                       "queueUnavailable": "" if state.config.jobs_scope_mode != "disabled"
                       else "computed Jobs board disabled", "rayUnavailable": ""})
         running = [{"job": r["name"], "name": r["name"], "namespace": r["namespace"], "runId": r["runId"],
@@ -157,7 +177,8 @@ def overview_response(state: PortalState, request: Request) -> Response:
         except BoardError as exc:
             return error_response(exc)
         body = {"boards": board_list(state, scope.workspace), "cards": {
-            "fleetUnavailable": NO_KUBE, "healthUnavailable": NO_KUSTO, "costUnavailable": NO_KUSTO,
+            "fleetUnavailable": NO_KUBE, "healthUnavailable": kusto_reason(state.config),
+            "costUnavailable": kusto_reason(state.config),
             "queueUnavailable": NO_KUBE, "rayUnavailable": NO_KUBE}, "running": [],
             "runningUnavailable": NO_KUBE}
         return JSONResponse(scoped(body, scope, None, (), True), headers=NO_STORE)
@@ -166,7 +187,7 @@ def overview_response(state: PortalState, request: Request) -> Response:
 
 
 
-def jobs_builder(state: PortalState, request: Request) -> Callable[[Any], dict[str, Any]]:
+def jobs_builder(state: PortalState, request: Request) -> Callable[[Scope, WatchCache], dict[str, Any]]:
     """The Jobs board for one request, after the scope-mode checks (:class:`BoardError` when refused)."""
     config = state.config
     if config.jobs_scope_mode == "disabled":
@@ -178,12 +199,15 @@ def jobs_builder(state: PortalState, request: Request) -> Callable[[Any], dict[s
     filters = {"team": request.query_params.get("team", ""), "lane": request.query_params.get("lane", ""),
                "gpuClass": request.query_params.get("gpu-class", "")}
 
-    def build(scope: Any) -> dict[str, Any]:
+    def build(scope: Scope, cache: WatchCache) -> dict[str, Any]:
         if config.jobs_scope_mode == "operator":
             allowed = boards.operator_triples(config.operator_scopes)
         else:
             allowed = [(scope.team, scope.namespace, scope.local_queue)]
-        return boards.jobs_board(state.require(boards.JOB_KEYS, "jobs"), allowed, filters)
+        doc = boards.jobs_board(cache, allowed, filters)
+        if config.policy is not None:
+            doc["policy"] = {"path": str(config.policy.path), "sha256": config.policy.sha256}
+        return doc
 
     return build
 

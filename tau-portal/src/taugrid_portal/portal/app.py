@@ -11,7 +11,14 @@ from typing import Any
 from taugrid_portal.portal.cache import WatchCache, connect_session
 from taugrid_portal.portal.config import PortalConfig
 from taugrid_portal.portal.directory import Directory
-from taugrid_portal.portal.proxy import DEFAULT_UPSTREAM, RAY_PREFIX, StellarPolicy, is_stellar, ray_proxy
+from taugrid_portal.portal.proxy import (
+    DEFAULT_UPSTREAM,
+    RAY_PREFIX,
+    StellarPolicy,
+    is_stellar,
+    ray_proxy,
+    ray_websocket,
+)
 from taugrid_portal.portal.state import PortalState
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -67,7 +74,7 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
+    from starlette.routing import Route, WebSocketRoute
 
     from taugrid_portal.portal import api, kueueviz, pages
 
@@ -82,7 +89,8 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
 
         # the mounted Stellar keeps its DNS-rebinding guard: the bound name, loopback and
         # TAU_STELLAR_ALLOWED_HOSTS (a Portal behind an ingress lists the ingress host there)
-        stellar_app = stellar_create(config.store, hosts=allowed_hosts(config.host))
+        stellar_app = stellar_create(config.store, default_target=config.default_target,
+                                     hosts=allowed_hosts(config.host))
     policy = StellarPolicy(stellar_app, state)
 
     async def ray(request: Request) -> Response:
@@ -90,6 +98,12 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
 
     async def ray_root(request: Request) -> Response:
         return await ray_proxy(state, request, ray_upstream, by_cookie=True)
+
+    async def ray_ws(websocket: Any) -> None:
+        await ray_websocket(state, websocket, ray_upstream)
+
+    async def ray_root_ws(websocket: Any) -> None:
+        await ray_websocket(state, websocket, ray_upstream, by_cookie=True)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": f"no route {request.url.path}"}, status_code=404,
@@ -119,8 +133,10 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
         *api.make_routes(state),
         *kueueviz.make_routes(config.kueueviz, kueueviz_upstream or kueueviz.DEFAULT_UPSTREAM),
         Route(RAY_PREFIX + "{rest:path}", ray, methods=list(READ_METHODS)),
+        WebSocketRoute(RAY_PREFIX + "{rest:path}", ray_ws),
         *pages.make_routes(state),
         Route("/{rest:path}", ray_root, methods=list(READ_METHODS)),  # last: the dashboard's root-relative URLs
+        WebSocketRoute("/{rest:path}", ray_root_ws),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
     app.state.portal = state

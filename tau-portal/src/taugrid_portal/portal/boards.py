@@ -108,10 +108,44 @@ def _gpus(w: Obj) -> float:
     return total
 
 
+def _queue_timestamp(w: Obj) -> str:
+    """Kueue's queue-order timestamp: the eviction time of a workload evicted for not getting its pods ready
+    (``requeuingStrategy.timestamp: Eviction``, the default), else its creation time."""
+    for c in (w.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Evicted" and c.get("status") == "True" and c.get("reason") == "PodsReadyTimeout":
+            return str(c.get("lastTransitionTime") or "")
+    return str(_meta(w).get("creationTimestamp") or "")
+
+
+def queue_positions(cache: WatchCache, lq_to_cq: dict[tuple[Any, Any], str]) -> dict[tuple[str, str], tuple[int, int]]:
+    """``(namespace, name) -> (position in ClusterQueue, position in LocalQueue)`` of every queued workload.
+
+    Computed from the watch cache the way Kueue orders its queues (priority first, then the queue-order
+    timestamp, then the name), across every namespace of a ClusterQueue -- so the Portal needs neither
+    Kueue's visibility API nor any request of its own.  Deactivated (``spec.active: false``), reserved,
+    admitted and finished workloads are not in the queue."""
+    queued: dict[str, list[tuple[int, str, str, str, str]]] = defaultdict(list)
+    for w in cache.items("workloads"):
+        meta, spec = _meta(w), w.get("spec") or {}
+        if spec.get("active") is False or _workload_state(w) != "pending":
+            continue
+        ns, queue = meta.get("namespace", ""), spec.get("queueName", "")
+        cq = lq_to_cq.get((ns, queue)) or f"<no ClusterQueue for {ns}/{queue}>"
+        queued[cq].append((-int(spec.get("priority") or 0), _queue_timestamp(w), ns, meta.get("name", ""), queue))
+    positions: dict[tuple[str, str], tuple[int, int]] = {}
+    for entries in queued.values():
+        per_lq: dict[tuple[str, str], int] = defaultdict(int)
+        for i, (_, _, ns, name, queue) in enumerate(sorted(entries)):
+            positions[(ns, name)] = (i, per_lq[(ns, queue)])
+            per_lq[(ns, queue)] += 1
+    return positions
+
+
 def jobs_board(cache: WatchCache, allowed: list[tuple[str, str, str]], filters: dict[str, str]) -> dict[str, Any]:
     """Workloads of the allowed ``(team, namespace, localQueue)`` triples with states, reasons and positions."""
     lq_to_cq = {(_meta(q).get("namespace"), _meta(q).get("name")): (q.get("spec") or {}).get("clusterQueue", "")
                 for q in cache.items("localqueues")}
+    positions = queue_positions(cache, lq_to_cq)
     teams = {(ns, q): team for team, ns, q in allowed}
     rows = []
     for w in cache.items("workloads"):
@@ -119,31 +153,25 @@ def jobs_board(cache: WatchCache, allowed: list[tuple[str, str, str]], filters: 
         ns, queue = meta.get("namespace", ""), (w.get("spec") or {}).get("queueName", "")
         if (ns, queue) not in teams:
             continue
-        labels = meta.get("labels") or {}
+        labels, state = meta.get("labels") or {}, _workload_state(w)
+        in_cq, in_lq = positions.get((ns, meta.get("name", "")), (None, None))
         rows.append({"name": meta.get("name", ""), "namespace": ns, "queue": queue,
                      "clusterQueue": lq_to_cq.get((ns, queue), ""), "team": teams[(ns, queue)],
                      "lane": labels.get("tau.azure.com/lane", ""), "gpuClass": labels.get(keys.GPU_CLASS, ""),
-                     "state": _workload_state(w), "gpus": _gpus(w),
-                     "priority": int((w.get("spec") or {}).get("priority") or 0),
-                     "created": meta.get("creationTimestamp", ""), "position": None,
-                     "pendingReason": _pending_reason(w) if _workload_state(w) == "pending" else ""})
-    by_queue: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        if r["state"] == "pending":
-            by_queue[(r["namespace"], r["queue"])].append(r)
-    for pending in by_queue.values():
-        pending.sort(key=lambda r: (-r["priority"], r["created"], r["name"]))
-        for i, r in enumerate(pending):
-            r["position"] = i
+                     "state": state, "gpus": _gpus(w), "priority": int((w.get("spec") or {}).get("priority") or 0),
+                     "created": meta.get("creationTimestamp", ""), "position": in_lq,
+                     "positionInLocalQueue": in_lq, "positionInClusterQueue": in_cq,
+                     "active": (w.get("spec") or {}).get("active") is not False,
+                     "pendingReason": _pending_reason(w) if state == "pending" else ""})
     for key in ("team", "lane", "gpuClass"):
         if filters.get(key):
             rows = [r for r in rows if r[key] == filters[key]]
-    rows.sort(key=lambda r: (r["state"] != "pending", r["position"] if r["position"] is not None else 0,
-                             r["namespace"], r["name"]))
+    rows.sort(key=lambda r: (r["state"] != "pending", r["positionInClusterQueue"] is None,
+                             r["positionInClusterQueue"] or 0, r["namespace"], r["name"]))
     counts = {s: sum(r["state"] == s for r in rows) for s in ("pending", "reserved", "admitted", "finished")}
-    return {"workloads": rows, "counts": counts, "queues": [{"team": t, "namespace": n, "localQueue": q,
-                                                             "clusterQueue": lq_to_cq.get((n, q), "")}
-                                                            for t, n, q in allowed]}
+    return {"workloads": rows, "counts": counts, "positionSource": "watch-cache",
+            "queues": [{"team": t, "namespace": n, "localQueue": q, "clusterQueue": lq_to_cq.get((n, q), "")}
+                       for t, n, q in allowed]}
 
 
 def operator_triples(scopes: tuple[OperatorScope, ...]) -> list[tuple[str, str, str]]:
@@ -176,7 +204,7 @@ def overview_cards(cache: WatchCache, scope: Scope, runs: list[dict[str, Any]]) 
     workloads = [w for w in cache.items("workloads") if not scope.namespace
                  or _meta(w).get("namespace") == scope.namespace]
     states = [_workload_state(w) for w in workloads]
-    skus = defaultdict(int)
+    skus: defaultdict[str, int] = defaultdict(int)
     for n in nodes:
         skus[n["sku"]] += 1
     return {

@@ -65,11 +65,14 @@ def _key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
+WATCH_TIMEOUT = 300  # seconds a watch stays open before the server ends it and the informer re-opens it
+
+
 class WatchCache:
     """Informers for :data:`KINDS`; :meth:`run` keeps them current until cancelled."""
 
     def __init__(self, session_factory: Callable[[], Any], namespace: str | None = None,
-                 *, watch_timeout: int = 300, silence_grace: float = 60.0, backoff_max: float = 5.0) -> None:
+                 *, watch_timeout: int = WATCH_TIMEOUT, silence_grace: float = 60.0, backoff_max: float = 5.0) -> None:
         self.session_factory = session_factory
         self.namespace = namespace or None
         self.watch_timeout = watch_timeout

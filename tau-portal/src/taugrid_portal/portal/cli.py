@@ -7,6 +7,7 @@ command runs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,9 +21,11 @@ from taugrid_portal.portal.config import (
     check_kube,
     check_scope_mode,
     check_sources,
+    load_policy,
     parse_addr,
     parse_operator_scope,
 )
+from taugrid_portal.portal.kusto_flags import deprecated_aliases, kusto_config, kusto_options, run_history_config
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -62,46 +65,54 @@ Examples:
 @click.option("--workspace-groups-header", default="X-MS-CLIENT-PRINCIPAL-GROUPS", show_default=True)
 @click.option("--store", metavar="DIR", help="Experiment store the mounted Stellar serves.")
 @click.option("--source", type=click.Choice(SOURCES), default="local", show_default=True)
-@click.option("--kusto-query-command", metavar="CMD", help="Command that answers Kusto queries (history boards).")
-@click.option("--kusto-endpoint", metavar="URL", help="Kusto cluster URL.")
 @click.option("--kueueviz", is_flag=True, help="Proxy the KueueViz board under /api/portal/kueueviz/.")
 @click.option("--kueueviz-namespace", default="kueue-system", show_default=True)
 @click.option("--kueueviz-backend-service", default="kueue-kueueviz-backend", show_default=True)
 @click.option("--kueueviz-frontend-service", default="kueue-kueueviz-frontend", show_default=True)
+@click.option("--default-target", metavar="TARGET", help="What the mounted Stellar's / opens.")
+@click.option("--metric", metavar="NAME", help="Primary chart metric of the mounted Stellar.")
+@click.option("--policy", "policy_file", metavar="FILE", help="Queue policy file of the Jobs board (YAML/JSON).")
+@kusto_options
 @click.option("--refresh", type=click.FloatRange(0, 3600), default=5.0, show_default=True,
               help="Seconds between the pages' automatic refreshes (0: off).")
-def serve(addr: str, kubeconfig: str | None, context: str | None, in_cluster: bool, no_kubernetes: bool,
-          namespace: str | None, workspace: str, cluster_name: str, jobs_scope_mode: str,
-          operator_scopes: tuple[str, ...], workspace_directory: str | None, workspace_user_header: str,
-          workspace_groups_header: str, store: str | None, source: str, kusto_query_command: str | None,
-          kusto_endpoint: str | None, kueueviz: bool, kueueviz_namespace: str, kueueviz_backend_service: str,
-          kueueviz_frontend_service: str, refresh: float) -> None:
+def serve(**p: Any) -> None:
     """Serve the Portal (read-only) until interrupted."""
-    host, port = parse_addr(addr)
-    check_kube(kubeconfig, context, in_cluster)
-    scopes = tuple(parse_operator_scope(s, i) for i, s in enumerate(operator_scopes))
-    directory_path = Path(workspace_directory) if workspace_directory else None
-    check_scope_mode(jobs_scope_mode, scopes, directory_path)
-    store_path = Path(store).expanduser() if store else None
-    check_sources(source, store_path, kusto_query_command, kusto_endpoint)
-    if no_kubernetes and (kubeconfig or context or in_cluster):
+    config, directory = build_config(p)
+    run(config, directory)
+
+
+def build_config(p: dict[str, Any]) -> tuple[PortalConfig, Any]:
+    """Every flag validated into one typed :class:`PortalConfig` (and the loaded workspace directory)."""
+    deprecated_aliases(p, lambda line: click.echo(line, err=True))
+    host, port = parse_addr(p["addr"])
+    check_kube(p["kubeconfig"], p["context"], p["in_cluster"])
+    scopes = tuple(parse_operator_scope(s, i) for i, s in enumerate(p["operator_scopes"]))
+    directory_path = Path(p["workspace_directory"]) if p["workspace_directory"] else None
+    check_scope_mode(p["jobs_scope_mode"], scopes, directory_path)
+    store_path = Path(p["store"]).expanduser() if p["store"] else None
+    check_sources(p["source"], store_path, p["kusto_query_command"], p["kusto_endpoint"])
+    if p["no_kubernetes"] and (p["kubeconfig"] or p["context"] or p["in_cluster"]):
         raise UsageError("--no-kubernetes cannot be combined with --kubeconfig, --context or --in-cluster")
+    kusto = kusto_config(p)
+    history = run_history_config(p, kusto, managed=directory_path is not None, cluster=p["cluster_name"])
+    policy = load_policy(Path(p["policy_file"]).expanduser()) if p["policy_file"] else None
     directory = None
     if directory_path is not None:
         from taugrid_portal.portal.directory import load_directory
 
-        directory = load_directory(directory_path, require_queue=jobs_scope_mode == "workspace")
-    use_kube = not no_kubernetes
-    viz = KueueVizConfig(kueueviz_namespace, kueueviz_backend_service, kueueviz_frontend_service) if kueueviz else None
+        directory = load_directory(directory_path, require_queue=p["jobs_scope_mode"] == "workspace")
+    viz = KueueVizConfig(p["kueueviz_namespace"], p["kueueviz_backend_service"],
+                         p["kueueviz_frontend_service"]) if p["kueueviz"] else None
     config = PortalConfig(
-        host=host, port=port, use_kubernetes=use_kube, kubeconfig=kubeconfig,
-        context=context, in_cluster=in_cluster, namespace=namespace or None, workspace=workspace,
-        cluster=cluster_name, jobs_scope_mode=jobs_scope_mode, operator_scopes=scopes,
-        workspace_directory=directory_path, user_header=workspace_user_header,
-        groups_header=workspace_groups_header, store=store_path, source=source,
-        kusto_query_command=kusto_query_command, kueueviz=viz,
-        refresh_seconds=refresh)
-    run(config, directory)
+        host=host, port=port, use_kubernetes=not p["no_kubernetes"], kubeconfig=p["kubeconfig"],
+        context=p["context"], in_cluster=p["in_cluster"], namespace=p["namespace"] or None,
+        workspace=p["workspace"], cluster=p["cluster_name"], jobs_scope_mode=p["jobs_scope_mode"],
+        operator_scopes=scopes, workspace_directory=directory_path, user_header=p["workspace_user_header"],
+        groups_header=p["workspace_groups_header"], store=store_path, source=p["source"],
+        kusto_query_command=p["kusto_query_command"], kueueviz=viz, refresh_seconds=p["refresh"],
+        kusto=kusto, run_history=history, policy=policy, default_target=p["default_target"],
+        metric=p["metric"])
+    return config, directory
 
 
 def run(config: PortalConfig, directory: object) -> None:
@@ -115,9 +126,12 @@ def run(config: PortalConfig, directory: object) -> None:
                    "only through an authenticated HTTPS proxy", err=True)
     if not config.use_kubernetes:
         click.echo("warning: Jobs, Ray, Nodes, and Runs boards disabled (no Kubernetes access)", err=True)
-    if not config.kusto_query_command:
+    if not config.kusto.configured:
         click.echo("note: Cluster Health, Cost, and Node Utilization boards disabled (no Kusto query command)",
                    err=True)
+    else:
+        click.echo("note: Cluster Health, Cost, and Node Utilization boards answer 503 in this build (Kusto is "
+                   "configured, the boards arrive with durable run history)", err=True)
     sock = bind(config.host, config.port)
     app = create_app(config, directory=directory)  # type: ignore[arg-type]
     click.echo(f"serving taugrid-portal portal at {url_for(sock, '/portal')}", err=True)

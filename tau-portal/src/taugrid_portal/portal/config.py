@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 
 from tau_core.errors import UsageError
+from taugrid_portal.portal.kusto_flags import KustoConfig, RunHistoryConfig
 
 DEFAULT_ADDR = "127.0.0.1:8080"
 SCOPE_MODES = ("disabled", "workspace", "operator")
@@ -37,6 +38,39 @@ class KueueVizConfig:
 
 
 @attrs.frozen
+class PolicyFile:
+    """``--policy FILE`` (the chart's ``portal.jobs.policyPath``): a YAML/JSON mapping, read once at start-up.
+
+    The reference's flag code does not show how the Jobs board uses it; this build checks that it is a
+    readable mapping and keeps its path and digest, which the Jobs board reports."""
+
+    path: Path
+    sha256: str
+
+
+def load_policy(path: Path) -> PolicyFile:
+    import hashlib
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    if not path.is_file():
+        raise UsageError(f"--policy {path}: no such file")
+    data = path.read_bytes()
+    try:
+        doc = YAML(typ="safe", pure=True).load(data)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"--policy {path}:{where} is not valid YAML or JSON",
+                         hint="the queue policy file is a YAML or JSON mapping") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"--policy {path}: expected a mapping at the top level",
+                         hint="the queue policy file is a YAML or JSON mapping")
+    return PolicyFile(path=path, sha256=hashlib.sha256(data).hexdigest())
+
+
+@attrs.frozen
 class PortalConfig:
     host: str = "127.0.0.1"
     port: int = 8080
@@ -57,6 +91,11 @@ class PortalConfig:
     kusto_query_command: str | None = None
     kueueviz: KueueVizConfig | None = None
     refresh_seconds: float = 5.0
+    kusto: KustoConfig = attrs.field(factory=KustoConfig)
+    run_history: RunHistoryConfig = attrs.field(factory=RunHistoryConfig)
+    policy: PolicyFile | None = None
+    default_target: str | None = None
+    metric: str | None = None
 
     @property
     def loopback(self) -> bool:

@@ -7,7 +7,8 @@
 * Loading a page sets ``kueueviz_target=1`` (HttpOnly, SameSite=Strict, Secure behind TLS), which routes the
   frontend's ``/assets/*`` requests; without it ``/assets/*`` is refused.
 * Only GET and HEAD; no browser cookie or credential is forwarded; redirects are not followed.
-WebSocket upgrades are not proxied by this build (the live updates of KueueViz need them).
+* WebSocket upgrades on ``ws/*`` (KueueViz's live updates) pass through to the backend Service with the same
+  ``Origin`` rewrite, from same-origin browsers only (:mod:`taugrid_portal.portal.wsproxy`).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ async def forward(request: Request, config: KueueVizConfig, path: str, upstream:
 
 
 def make_routes(config: KueueVizConfig | None, upstream: str = DEFAULT_UPSTREAM) -> list[Any]:
-    from starlette.routing import Route
+    from starlette.routing import Route, WebSocketRoute
 
     methods = ["GET", "HEAD"]
     if config is None:
@@ -100,5 +101,21 @@ def make_routes(config: KueueVizConfig | None, upstream: str = DEFAULT_UPSTREAM)
             return _json(400, {"error": "no KueueViz page loaded: open the Kueue (Live) board first"})
         return await forward(request, config, "assets/" + request.path_params["rest"], upstream)
 
+    async def live(websocket: Any) -> None:
+        from taugrid_portal.portal.wsproxy import denial, deny, pipe, same_origin
+
+        rest = websocket.path_params["rest"]
+        if not same_origin(websocket):
+            await deny(websocket, denial(403, "cross-origin WebSocket refused: open KueueViz from this Portal"))
+            return
+        if not _SAFE_PATH.match(rest) or ".." in rest.split("/") or "//" in rest:
+            await deny(websocket, denial(400, "invalid KueueViz path"))
+            return
+        url = upstream.format(service=config.backend_service, namespace=config.namespace) + "/ws/" + rest
+        query = websocket.scope.get("query_string", b"").decode("latin-1")
+        await pipe(websocket, url + (f"?{query}" if query else ""), {"Origin": ALLOWED_ORIGIN},
+                   "kueueviz unreachable: the KueueViz backend/frontend Services may not be deployed")
+
     return [Route(PREFIX, proxied, methods=methods), Route(PREFIX + "/{rest:path}", proxied, methods=methods),
-            Route("/assets/{rest:path}", assets, methods=methods)]
+            Route("/assets/{rest:path}", assets, methods=methods),
+            WebSocketRoute(PREFIX + "/ws/{rest:path}", live)]

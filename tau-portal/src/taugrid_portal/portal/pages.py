@@ -14,11 +14,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from taugrid_portal.portal import boards, runs
-from taugrid_portal.portal.api import board_list, jobs_builder
+from taugrid_portal.portal.api import NO_STORE, board_list, jobs_builder, kusto_reason
 from taugrid_portal.portal.state import BoardError, PortalState
 
 HERE = Path(__file__).parent
 STATIC = {"portal.js": "text/javascript", "portal.css": "text/css"}
+OVERVIEW_KEYS = runs.RUN_KEYS + boards.NODE_KEYS
 
 
 def environment() -> Any:
@@ -34,20 +35,44 @@ def make_routes(state: PortalState) -> list[Any]:
     env = environment()
     static = {name: (HERE / "static" / name).read_bytes() for name in STATIC}
 
-    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+    def html(request: Request, template: str, **context: Any) -> str:
         ws = request.query_params.get("workspace") or state.config.workspace
-        html = env.get_template(template).render(
-            boards=board_list(state, ws), refresh=state.config.refresh_seconds, path=request.url.path, **context)
-        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+        return str(env.get_template(template).render(
+            boards=board_list(state, ws), refresh=state.config.refresh_seconds, path=request.url.path, **context))
 
-    def guarded(template: str, build: Any) -> Any:
+    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+        return HTMLResponse(html(request, template, **context), status_code=status, headers=NO_STORE)
+
+    def page_key(request: Request, template: str) -> tuple[Any, ...]:
+        """Everything a page depends on besides the cache: the URL and the viewer's identity headers."""
+        config = state.config
+        return ("page", template, request.url.path, tuple(sorted(request.query_params.multi_items())),
+                request.headers.get(config.user_header.lower(), ""),
+                request.headers.get(config.groups_header.lower(), ""))
+
+    def guarded(template: str, build: Any, memo_keys: tuple[str, ...] = ()) -> Any:
+        """A page; with ``memo_keys`` (the cache kinds it reads) its HTML is kept per cache generation and
+        served again only while those kinds are current."""
         async def endpoint(request: Request) -> Response:
-            try:
-                context = await build(request)
-            except BoardError as exc:
-                reason = str(exc.body.get("reason") or exc.body.get("error") or "unavailable")
-                return render(request, template, status=exc.status, unavailable=reason, data=None)
-            return render(request, template, unavailable="", **context)
+            key = page_key(request, template) if memo_keys and state.cache is not None else None
+            hit = state.recall(key) if key is not None and state.cache is not None \
+                and state.cache.ready(memo_keys) else None
+            if hit is None:
+                stamp = state.stamp()
+                try:
+                    context = await build(request)
+                except BoardError as exc:
+                    reason = str(exc.body.get("reason") or exc.body.get("error") or "unavailable")
+                    return render(request, template, status=exc.status, unavailable=reason, data=None)
+                if key is None:
+                    return render(request, template, unavailable="", **context)
+                hit = state.remember(key, stamp, html(request, template, unavailable="", **context).encode())
+            body, packed = hit
+            headers = {**NO_STORE, "Vary": "Accept-Encoding"}
+            if "gzip" in request.headers.get("accept-encoding", ""):
+                return Response(packed, media_type="text/html; charset=utf-8",
+                                headers={**headers, "Content-Encoding": "gzip"})
+            return Response(body, media_type="text/html; charset=utf-8", headers=headers)
         return endpoint
 
     build = _builders(state)
@@ -62,12 +87,10 @@ def make_routes(state: PortalState) -> list[Any]:
         return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
     async def kusto_board(request: Request) -> Response:
-        from taugrid_portal.portal.state import NO_KUSTO
-
         board = request.url.path.rsplit("/", 1)[-1]
         title = {"cluster": "Cluster Health", "cost": "Cost"}[board]
         return render(request, "unavailable.html", status=503, title=title,
-                      unavailable=f"{title.lower()} board unavailable: {NO_KUSTO}")
+                      unavailable=f"{title.lower()} board unavailable: {kusto_reason(state.config)}")
 
     async def kueueviz_board(request: Request) -> Response:
         return RedirectResponse("/api/portal/kueueviz/", status_code=302)
@@ -79,13 +102,13 @@ def make_routes(state: PortalState) -> list[Any]:
     return [
         Route("/", root, methods=methods),
         Route("/favicon.ico", favicon, methods=methods),
-        Route("/portal", guarded("overview.html", build["overview"]), methods=methods),
-        Route("/portal/", guarded("overview.html", build["overview"]), methods=methods),
-        Route("/portal/runs", guarded("runs.html", build["runs_page"]), methods=methods),
+        Route("/portal", guarded("overview.html", build["overview"], OVERVIEW_KEYS), methods=methods),
+        Route("/portal/", guarded("overview.html", build["overview"], OVERVIEW_KEYS), methods=methods),
+        Route("/portal/runs", guarded("runs.html", build["runs_page"], runs.RUN_KEYS), methods=methods),
         Route("/portal/runs/{namespace}/{name}", guarded("run.html", build["run_page"]), methods=methods),
-        Route("/portal/jobs", guarded("jobs.html", build["jobs_page"]), methods=methods),
-        Route("/portal/nodes", guarded("nodes.html", build["nodes_page"]), methods=methods),
-        Route("/portal/ray", guarded("ray.html", build["ray_page"]), methods=methods),
+        Route("/portal/jobs", guarded("jobs.html", build["jobs_page"], boards.JOB_KEYS), methods=methods),
+        Route("/portal/nodes", guarded("nodes.html", build["nodes_page"], boards.NODE_KEYS), methods=methods),
+        Route("/portal/ray", guarded("ray.html", build["ray_page"], boards.RAY_KEYS), methods=methods),
         Route("/portal/experiments", guarded("experiments.html", build["experiments_page"]), methods=methods),
         Route("/portal/static/{name}", static_file, methods=methods),
         Route("/portal/cluster", kusto_board, methods=methods),
@@ -131,7 +154,8 @@ def _builders(state: PortalState) -> dict[str, Any]:
 
     async def jobs_page(request: Request) -> dict[str, Any]:
         build = jobs_builder(state, request)
-        return {"data": build(state.scope(request.query_params, request.headers))}
+        scope = state.scope(request.query_params, request.headers)
+        return {"data": build(scope, state.require(boards.JOB_KEYS, "jobs"))}
 
     async def experiments_page(request: Request) -> dict[str, Any]:
         scope = scope_of(request)

@@ -3,16 +3,19 @@
 Ray: ``/api/portal/ray/proxy/{namespace}/{cluster}/{path}`` is forwarded only when ``namespace/cluster``
 names a head Service the cache discovered in the request's scope (the SSRF guard), only for GET/HEAD, never
 for the dashboard's mutation, profiling, traceback, JVM, dataset or actor routes, and without the browser's
-cookies.  Stellar: GET/HEAD on the read routes only; everything else fails closed with 403.
+cookies.  WebSocket upgrades pass through under the same guard (:func:`ray_websocket`).
+Stellar: GET/HEAD on the read routes only, artifact reads only for an exact run target (:class:`ArtifactGate`);
+everything else fails closed with 403.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 from urllib.parse import unquote
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from taugrid_portal.portal import boards
@@ -38,11 +41,11 @@ RAY_ROOT_PREFIXES = ("/api/", "/static/", "/nodes", "/logical/", "/actors", "/ev
 PORTAL_OWNED = ("/api/portal/", "/api/stellar", "/api/v1/stellar", "/api/v2/stellar")
 
 
-def _raw_path(request: Request) -> str:
+def _raw_path(request: HTTPConnection) -> str:
     return str(request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0])
 
 
-def guard(state: PortalState, request: Request, ns: str, cluster: str, path: str,
+def guard(state: PortalState, request: HTTPConnection, ns: str, cluster: str, path: str,
           cookie_workspace: str | None = None) -> tuple[dict[str, Any], str] | Response:
     """The SSRF guard: ``ns/cluster`` must be a ready head Service discovered in the request's scope."""
     decoded = unquote(unquote(path))
@@ -66,7 +69,7 @@ def guard(state: PortalState, request: Request, ns: str, cluster: str, path: str
     return {**found, "workspace": scope.workspace}, path
 
 
-def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], str] | Response:
+def ray_target(state: PortalState, request: HTTPConnection) -> tuple[dict[str, Any], str] | Response:
     """``/api/portal/ray/proxy/{ns}/{cluster}/{path}``: the discovered cluster and the path to forward."""
     raw = _raw_path(request)
     parts = (raw[len(RAY_PREFIX):] if raw.startswith(RAY_PREFIX) else "").split("/", 2)
@@ -75,7 +78,7 @@ def ray_target(state: PortalState, request: Request) -> tuple[dict[str, Any], st
     return guard(state, request, *parts)
 
 
-def ray_cookie_target(state: PortalState, request: Request) -> tuple[dict[str, Any], str] | Response:
+def ray_cookie_target(state: PortalState, request: HTTPConnection) -> tuple[dict[str, Any], str] | Response:
     """A root-relative dashboard request (``/static/...``), routed by the ``ray_target`` cookie."""
     raw = _raw_path(request)
     if raw.startswith(PORTAL_OWNED) or not raw.startswith(RAY_ROOT_PREFIXES):
@@ -128,10 +131,69 @@ async def ray_proxy(state: PortalState, request: Request, upstream: str, *, by_c
     return response
 
 
+async def ray_websocket(state: PortalState, websocket: Any, upstream: str, *, by_cookie: bool = False) -> None:
+    """A WebSocket upgrade under the Ray proxy: same-origin browsers only, the same SSRF guard, no cookies."""
+    from taugrid_portal.portal.wsproxy import denial, deny, pipe, same_origin
+
+    if not same_origin(websocket):
+        await deny(websocket, denial(403, "cross-origin WebSocket refused: open the dashboard from this Portal"))
+        return
+    target = ray_cookie_target(state, websocket) if by_cookie else ray_target(state, websocket)
+    if isinstance(target, Response):
+        await deny(websocket, target)
+        return
+    found, path = target
+    base = upstream.format(service=found["service"], namespace=found["namespace"], port=found["dashboardPort"])
+    query = websocket.scope.get("query_string", b"").decode("latin-1")
+    url = f"{base}/{path}" + (f"?{query}" if query else "")
+    await pipe(websocket, url, {}, "ray dashboard unreachable: the RayCluster may have been deleted")
+
+
 # -- Stellar ------------------------------------------------------------------------------------------------------
 STELLAR_PREFIXES = ("/stellar", "/api/stellar", "/api/v1/stellar", "/api/v2/stellar")
 STELLAR_ALLOWED = frozenset({"/stellar", "/stellar/", "/api/stellar/snapshot", "/api/stellar/series"})
+ARTIFACT_INDEX, ARTIFACT_CONTENT = "/api/stellar/artifacts", "/api/stellar/artifact"
 LEGACY_DENIAL = {"error": "this Stellar route is not available in Portal"}
+
+
+class ArtifactGate:
+    """Artifact reads through the Portal need an exact run target (reference §4.5): one ``target`` that
+    resolves to exactly one run and names it, no ``run``/``run_id`` hint that disagrees, and for content
+    exactly one ``artifact`` of that run.  Experiment and run-group targets are refused."""
+
+    def __init__(self, store_path: Any) -> None:
+        self.store_path = store_path
+        self._store: Any = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> Any:
+        if self._store is None:
+            from taugrid_portal.store import ExperimentStore
+
+            self._store = ExperimentStore.open(self.store_path)
+        return self._store
+
+    def allows(self, path: str, query: Any) -> bool:
+        from tau_core.errors import TauError
+
+        targets = query.getlist("target")
+        if len(targets) != 1 or not targets[0].strip():
+            return False
+        target = targets[0]
+        if any(v != target for hint in ("run", "run_id") for v in query.getlist(hint)):
+            return False
+        artifacts = query.getlist("artifact")
+        if len(artifacts) != (1 if path == ARTIFACT_CONTENT else 0):
+            return False
+        try:
+            with self._lock:  # one connection, queried from worker threads one at a time
+                store = self._open()
+                resolved = store.resolve_target(target)
+                if resolved.type != "run" or resolved.id != target or list(resolved.run_ids) != [target]:
+                    return False
+                return not artifacts or bool(store.artifact(artifacts[0])["run_id"] == target)
+        except TauError:
+            return False
 
 
 def is_stellar(path: str) -> bool:
@@ -144,11 +206,26 @@ class StellarPolicy:
     def __init__(self, app: Any, state: PortalState) -> None:
         self.app = app
         self.state = state
+        store = state.config.store
+        self.artifacts = ArtifactGate(store) if store is not None else None
+
+    def permitted(self, method: str, path: str, query: Any) -> bool:
+        if method not in ("GET", "HEAD"):
+            return False
+        if path in (ARTIFACT_INDEX, ARTIFACT_CONTENT):
+            return self.artifacts is not None and self.artifacts.allows(path, query)
+        return path in STELLAR_ALLOWED
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        import anyio
+
         request = Request(scope)
         path = scope["path"]
-        if scope["method"] not in ("GET", "HEAD") or path not in STELLAR_ALLOWED:
+        if path in (ARTIFACT_INDEX, ARTIFACT_CONTENT):  # the gate reads the store: off the event loop
+            allowed = await anyio.to_thread.run_sync(self.permitted, scope["method"], path, request.query_params)
+        else:
+            allowed = self.permitted(scope["method"], path, request.query_params)
+        if not allowed:
             managed = self.state.directory is not None
             body = {"reason": "this Stellar route is not workspace-scoped in managed Portal mode",
                     "state": "forbidden"} if managed else LEGACY_DENIAL

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,6 +14,8 @@ from taugrid_portal.portal.scoping import ScopeError, resolve
 
 NO_KUBE = "portal started without Kubernetes access"
 NO_KUSTO = "portal started without a Kusto query command"
+NO_KUSTO_BOARDS = "the Kusto-backed boards are not served by this build yet (they arrive with durable run history)"
+MEMO_SECONDS = 5
 JOBS_DISABLED = ("jobs board unavailable: no Jobs scope mode is configured; set --jobs-scope-mode "
                  "(Helm: portal.jobs.scopeMode) to workspace or operator")
 
@@ -35,7 +38,7 @@ class PortalState:
         self.config = config
         self.directory = directory
         self.cache = cache
-        self._memo: dict[tuple[Any, ...], tuple[int, bytes, bytes]] = {}
+        self._memo: dict[tuple[Any, ...], tuple[tuple[int, int], bytes, bytes]] = {}
 
     def scope(self, query: Mapping[str, str], headers: Mapping[str, str], *,
               allow_override: tuple[str, ...] = ()) -> Scope:
@@ -55,20 +58,35 @@ class PortalState:
             raise unavailable(reason, cache=health)
         return self.cache
 
-    def memo(self, key: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> tuple[bytes, bytes]:
-        """The JSON bytes of ``build()`` and their gzip form, recomputed only when the cache changed."""
+    def stamp(self) -> tuple[int, int]:
+        """What a memoised answer is valid for: the cache generation, and a time bucket (ages in a board are
+        relative to now, so even an unchanged cache is re-rendered every :data:`MEMO_SECONDS`)."""
+        generation = self.cache.generation if self.cache is not None else -1
+        return generation, int(time.monotonic() // MEMO_SECONDS)
+
+    def recall(self, key: tuple[Any, ...]) -> tuple[bytes, bytes] | None:
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] == self.stamp():
+            return hit[1], hit[2]
+        return None
+
+    def remember(self, key: tuple[Any, ...], stamp: tuple[int, int], body: bytes) -> tuple[bytes, bytes]:
+        """Keep ``body`` and its gzip form for ``key`` while :meth:`stamp` still equals ``stamp``."""
         import gzip
 
-        generation = self.cache.generation if self.cache is not None else -1
-        hit = self._memo.get(key)
-        if hit is not None and hit[0] == generation:
-            return hit[1], hit[2]
-        body = json.dumps(build(), separators=(",", ":")).encode()
         packed = gzip.compress(body, compresslevel=5, mtime=0)
         if len(self._memo) > 256:
             self._memo.clear()
-        self._memo[key] = (generation, body, packed)
+        self._memo[key] = (stamp, body, packed)
         return body, packed
+
+    def memo(self, key: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> tuple[bytes, bytes]:
+        """The JSON bytes of ``build()`` and their gzip form, recomputed only when the cache changed."""
+        hit = self.recall(key)
+        if hit is not None:
+            return hit
+        stamp = self.stamp()
+        return self.remember(key, stamp, json.dumps(build(), separators=(",", ":")).encode())
 
 
 def scoped(payload: dict[str, Any], scope: Scope, cache: WatchCache | None, keys: tuple[str, ...],

@@ -8,6 +8,9 @@ Routes (GET/HEAD only; there are no write routes):
 * ``/api/stellar/snapshot``   the snapshot JSON (``target`` required; ``metric``, ``max_points``)
 * ``/api/stellar/series``     one metric's series (``target``, ``metric`` required; ``run_id``,
                               ``start_step``, ``end_step``, ``max_points`` 1..12000, default 8000)
+* ``/api/stellar/artifacts``  the artifact index of a target's runs (``target`` required)
+* ``/api/stellar/artifact``   one artifact's bytes (``target``, ``artifact`` required): only a file inside
+                              the store, of a run of the target, served sandboxed
 
 Every response carries ``X-Content-Type-Options: nosniff``, ``X-Frame-Options: DENY`` and a
 ``frame-ancestors 'none'`` policy. Errors are JSON ``{error, code, detail, status}``. The server
@@ -42,7 +45,12 @@ SECURITY_HEADERS = [
     (b"content-security-policy", b"frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
 ]
 ENDPOINTS = ["/healthz", "/stellar?target=NAME", "/api/stellar/snapshot?target=NAME",
-             "/api/stellar/series?target=NAME&metric=METRIC"]
+             "/api/stellar/series?target=NAME&metric=METRIC", "/api/stellar/artifacts?target=NAME",
+             "/api/stellar/artifact?target=NAME&artifact=ID"]
+#: artifact bytes are never a document of this origin: no script, no plugin, no frame but ours
+ARTIFACT_CSP = b"sandbox; frame-ancestors 'self'; script-src 'none'; object-src 'none'; base-uri 'none'"
+ARTIFACT_FIELDS = ("artifact_id", "run_id", "type", "name", "content_type", "size_bytes", "digest", "step",
+                   "created_at", "direction", "caption", "alias")
 
 
 ENV_ALLOWED_HOSTS = "TAU_STELLAR_ALLOWED_HOSTS"
@@ -292,6 +300,34 @@ def create_app(store_path: str | Path, *, default_target: str | None = None,
         return Response(private(to_json(detail, indent=None)), media_type="application/json",
                         headers={"Cache-Control": "no-store"})
 
+    def artifacts(request: Request) -> Any:
+        from urllib.parse import urlencode
+
+        target = required(request, "target")
+        resolved = store().resolve_target(target)
+        rows = [a for run_id in resolved.run_ids for a in store().artifacts(run_id)]
+        listed = [{**{k: a.get(k) for k in ARTIFACT_FIELDS}, "fetch_url": "/api/stellar/artifact?"
+                   + urlencode({"target": a["run_id"], "artifact": a["artifact_id"]})} for a in rows]
+        return JSONResponse({"source": "index", "target": target, "target_type": resolved.type,
+                             "run": resolved.id if resolved.type == "run" else "", "count": len(listed),
+                             "artifacts": listed}, headers={"Cache-Control": "no-store"})
+
+    def artifact(request: Request) -> Any:
+        import mimetypes
+
+        from starlette.responses import FileResponse
+
+        target, artifact_id = required(request, "target"), required(request, "artifact")
+        resolved = store().resolve_target(target)
+        row = store().artifact(artifact_id)
+        if row["run_id"] not in resolved.run_ids:
+            raise NotFoundError(f"artifact {artifact_id!r} was not found for target {target!r}")
+        path = store().artifact_path(artifact_id)
+        media = row.get("content_type") or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        return FileResponse(path, media_type=media, headers={
+            "Cache-Control": "no-store", "Content-Security-Policy": ARTIFACT_CSP.decode(),
+            "X-Frame-Options": "SAMEORIGIN"})
+
     async def http_error(request: Request, exc: Exception) -> Any:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
@@ -307,6 +343,8 @@ def create_app(store_path: str | Path, *, default_target: str | None = None,
         Route("/stellar", guarded(page), methods=methods),
         Route("/api/stellar/snapshot", guarded(snapshot), methods=methods),
         Route("/api/stellar/series", guarded(series), methods=methods),
+        Route("/api/stellar/artifacts", guarded(artifacts), methods=methods),
+        Route("/api/stellar/artifact", guarded(artifact), methods=methods),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
     return SecurityHeaders(HostAllowlist(app, allowed_hosts() if hosts is None else hosts))
