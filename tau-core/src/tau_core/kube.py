@@ -15,7 +15,7 @@ Bodies are plain dicts; nothing is deserialized into generated models.
   resource type the cluster does not serve ("not a TauGrid cluster").
 
 ``kubernetes_asyncio`` is imported inside functions only; importing this module is cheap.
-Commands call the async API through :func:`run` at the edge.
+Commands call the async API through :func:`run` (:func:`tau_core.aio.run`, on anyio) at the edge.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ import json
 import os
 import random
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from tau_core import keys
+from tau_core.aio import run
 from tau_core.errors import ClusterError, ConfigError
 from tau_core.fsutil import write_json_atomic
 
@@ -55,26 +56,6 @@ _GROUP_HINTS: dict[str, tuple[str, str]] = {
     "ray.io": ("KubeRay is not installed on this cluster",
                "install TauGrid (which brings KubeRay) with `tau cluster install`, or pass --context"),
 }
-
-
-def run(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run an async capability from synchronous code (the CLI edge).
-
-    Called from a thread that already runs an event loop (a notebook, an async host), the
-    capability runs on a private loop in a worker thread instead of failing.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_call(fn, *args))
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tau-kube") as pool:
-        return pool.submit(asyncio.run, _call(fn, *args)).result()
-
-
-async def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    return await fn(*args)
 
 
 # -- errors ------------------------------------------------------------------------------------
