@@ -74,16 +74,16 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
         backend, ref = target.backend(progress=info), target.ref(run_name)
     else:
         from tau_core.backends.discovery import ambient_routes, find_run, routes_for
-        from tau_core.backends.kubernetes import KubernetesBackend
+        from tau_core.lifecycle.base import backend_for
 
         routes = routes_for(cwd=Path.cwd())
         if not routes:
             routes = ambient_routes(system_namespace)
         route, kind = find_run(run_name, routes, workspace=workspace)
         info(f"found {kind} {route.namespace}/{run_name} in workspace {route.workspace}")
-        backend = KubernetesBackend(kubeconfig=route.kubeconfig, context=route.context,
-                                    system_namespace=system_namespace or route.system_namespace, progress=info)
         ref = RunRef(run_name, "kubernetes", route.namespace, route.context, route.workspace)
+        backend = backend_for(ref, kubeconfig=route.kubeconfig, context=route.context,
+                              system_namespace=system_namespace or route.system_namespace, progress=info)
     if options.tail == 0 and not options.follow:
         return
     try:

@@ -63,10 +63,13 @@ class Cancel(Status):
                                f"({len(pods)} pod(s) remain)", hint=f"remove them manually: {manual}")
             await anyio.sleep(self.poll_interval)
 
-    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 720.0) -> None:
-        self._say(self.cancel_message(ref, wait=wait, timeout=timeout))
+    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 720.0,
+               object_timeout: float = 30.0) -> str:
+        """Stop the run; returns the one-line account ``tau run cancel`` prints."""
+        result: str = self._run(self.cancel_async, ref, wait, timeout, object_timeout)
+        return result
 
     def cancel_message(self, ref: RunRef, *, wait: bool = True, timeout: float = 720.0,
                        object_timeout: float = 30.0) -> str:
-        result: str = self._run(self.cancel_async, ref, wait, timeout, object_timeout)
-        return result
+        """The former name of :meth:`cancel` (kept for callers outside the CLI)."""
+        return self.cancel(ref, wait=wait, timeout=timeout, object_timeout=object_timeout)
