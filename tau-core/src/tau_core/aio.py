@@ -14,7 +14,7 @@ It may use task groups and cancel scopes freely: nothing is yielded across them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -69,7 +69,7 @@ def first_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def iterate(producer: Callable[..., Awaitable[None]], *args: Any) -> Iterator[Any]:
+def iterate(producer: Callable[..., Awaitable[None]], *args: Any) -> Generator[Any, None, None]:
     """Items a producer emits, one at a time, from synchronous code (see the module docstring)."""
     import anyio
     from anyio.from_thread import start_blocking_portal

@@ -158,27 +158,10 @@ FAILING_PHASES = ("RayCluster", "Image pull", "Init containers", "Container star
 
 
 def status_doc(st: RunStatus) -> dict[str, Any]:
-    return {
-        "name": st.ref.name,
-        "namespace": st.ref.namespace,
-        "context": st.ref.context,
-        "workspace": st.ref.workspace,
-        "kind": st.kind,
-        "queue": st.extra.get("queue"),
-        "terminal": st.terminal,
-        "succeeded": st.succeeded,
-        "failure": st.failure.value if st.failure else None,
-        "failureEvidence": st.extra.get("failure_evidence") or None,
-        "attempt": st.attempt,
-        "maxRetries": st.max_attempts,
-        "retry": st.extra.get("retry_pending"),
-        "message": st.message,
-        "phases": [{"name": p.name, "state": p.state, "detail": p.detail, "hint": p.hint,
-                    "elapsedSeconds": p.elapsed_seconds} for p in st.phases],
-        "pods": st.extra.get("pods", []),
-        "diagnosticCommands": st.extra.get("diagnostic_commands", []),
-        **({"runProfile": st.extra["run_profile"]} if "run_profile" in st.extra else {}),
-    }
+    """The ``-o json`` document: the typed status tree, converted by cattrs."""
+    from tau_core.status_tree import StatusTree
+
+    return StatusTree.from_status(st).to_json()
 
 
 def status_text(st: RunStatus, *, hints: bool = False) -> str:

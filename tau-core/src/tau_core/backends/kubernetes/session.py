@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +66,7 @@ class BackendSession:
 
         return run(main)
 
-    def _stream(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Iterator[Any]:
+    def _stream(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Generator[Any, None, None]:
         """Items ``fn(session, *args, emit=...)`` emits, on a fresh session, from synchronous code."""
         async def producer(*, emit: Callable[[Any], Awaitable[None]]) -> None:
             session = await self._session()

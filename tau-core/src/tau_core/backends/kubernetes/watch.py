@@ -81,6 +81,7 @@ class Watch(Status):
                     await anyio.sleep(interval)
             finally:
                 informers.cancel_scope.cancel()
+        return False  # not reached: every path above returns or raises
 
     async def _frame(self, session: KubeSession, ref: RunRef, target: ResolvedTarget, current: Snapshot,
                      run_profile: bool, shown: builtins.list[str], emit: Emit) -> RunStatus:
