@@ -82,6 +82,7 @@ def test_ctrl_c_stops_watching_cleanly(taugrid_factory, tau_env, tau_cli, repo: 
     assert code == 130, err
     assert f"stopped watching; {NAMESPACE}/wi keeps running (tau run status wi)" in err
     assert "Traceback" not in err and "Task exception" not in err and "never retrieved" not in err, err
+    assert "Unclosed" not in err, err  # every connection was released
     assert f"watching {NAMESPACE}/wi every 0.1s" in out
     assert scenario.cluster.store.get("batch/v1", "Job", NAMESPACE, "wi") is not None  # the run keeps going
 
@@ -97,6 +98,7 @@ def test_ctrl_c_stops_following_logs_cleanly(taugrid_factory, tau_env, tau_cli, 
     assert code == 130, err
     assert "stopped following; fi keeps running" in err
     assert "Traceback" not in err and "Task exception" not in err and "never retrieved" not in err, err
+    assert "Unclosed" not in err, err  # every connection was released
     assert out.splitlines()[:2] == ["step 1", "step 2"]
     job = scenario.cluster.store.get("batch/v1", "Job", NAMESPACE, "fi")
     assert job is not None

@@ -54,6 +54,15 @@ class BackendSession:
         self.last_server = session.server
         self.last_context = session.context
 
+    async def _close(self, session: KubeSession) -> None:
+        """Record the session's figures and close it, even while the verb is being cancelled (Ctrl-C, an
+        early stop): the close is shielded so every connection is released before the loop goes away."""
+        import anyio
+
+        self._record(session)
+        with anyio.CancelScope(shield=True):
+            await session.close()
+
     def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Run ``fn(session, *args)`` on a fresh session, from synchronous code."""
         async def main() -> Any:
@@ -61,8 +70,7 @@ class BackendSession:
             try:
                 return await fn(session, *args)
             finally:
-                self._record(session)
-                await session.close()
+                await self._close(session)
 
         return run(main)
 
@@ -73,7 +81,6 @@ class BackendSession:
             try:
                 await fn(session, *args, emit=emit)
             finally:
-                self._record(session)
-                await session.close()
+                await self._close(session)
 
         return iterate(producer)
