@@ -20,7 +20,7 @@ from tau_core.output import emit, info, render_table
 
 if TYPE_CHECKING:
     from tau_core.backends.targeting import LifecycleTarget
-    from tau_core.lifecycle.base import ExecutionBackend, LogOptions, RunRef, RunStatus
+    from tau_core.lifecycle.base import ExecutionBackend, LogOptions, RunRef, RunStatus, RunSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -104,9 +104,9 @@ def list_(namespace: str | None, workspace: str | None, context: str | None, sys
       tau run list -n aurora --queue jobqueue
       tau run list --include-external -o json
     """
-    from tau_core.backends.local.dispatch import local_rows
+    from tau_core.backends.local.dispatch import local_runs
 
-    local = [] if queue else local_rows()
+    local = [] if queue else local_runs()
     target = None
     try:
         target = _target(namespace, workspace, context, system_namespace, project)
@@ -121,9 +121,7 @@ def list_(namespace: str | None, workspace: str | None, context: str | None, sys
         warning(f"cluster runs not listed: {exc.message}")
         rows = []
     ns = rows[0].ref.namespace if rows else ((target.namespace if target else None) or "")
-    doc = local + [{"name": r.ref.name, "namespace": r.ref.namespace, "kind": r.kind, "status": r.state,
-                    "queue": r.queue, "created": r.created, "source": "external" if r.external else "tau"}
-                   for r in rows]
+    doc = [_list_row(r, "local") for r in local] + [_list_row(r, "external" if r.external else "tau") for r in rows]
     if output == "json":
         emit(doc, "json")
         return
@@ -135,6 +133,12 @@ def list_(namespace: str | None, workspace: str | None, context: str | None, sys
                   + ((d["source"],) if show_source else ()) for d in doc]
     headers = ["name", "kind", "status", "age", "queue"] + (["source"] if show_source else [])
     click.echo(render_table(table_rows, headers))
+
+
+def _list_row(summary: RunSummary, source: str) -> dict[str, Any]:
+    """One ``tau run list`` row (a JSON object with ``-o json``)."""
+    return {"name": summary.ref.name, "namespace": summary.ref.namespace, "kind": summary.kind,
+            "status": summary.state, "queue": summary.queue, "created": summary.created, "source": source}
 
 
 #: the attribute name the ``run`` group looks up for ``tau run list``

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tau_core.errors import NotFoundError, TauError, UsageError
-from tau_core.lifecycle.base import ExecutionBackend, RunRef, backend_for
+from tau_core.lifecycle.base import ExecutionBackend, RunRef, RunSummary, backend_for
 
 
 def local_run(name: str, *, exact: bool = False) -> tuple[ExecutionBackend, RunRef] | None:
@@ -79,7 +79,6 @@ def cluster_twin_probe(name: str, target_factory: Callable[[], Any]) -> Callable
     return probe
 
 
-def local_rows() -> list[dict[str, Any]]:
-    """``tau run list`` rows for local runs, newest first (``kind`` is ``local``, ``namespace`` empty)."""
-    return [{"name": r.ref.name, "namespace": None, "kind": r.kind, "status": r.state, "queue": None,
-             "created": r.created, "source": "local"} for r in backend_for("local").list()]
+def local_runs() -> list[RunSummary]:
+    """``tau run list`` rows for local runs, newest first (``kind`` is ``local``, no namespace)."""
+    return backend_for("local").list()
