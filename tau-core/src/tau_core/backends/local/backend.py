@@ -10,7 +10,7 @@ name, which means the newest local run of that target.
 
 Dispatch from the lifecycle verbs (``tau run status|logs|get|cancel|resume``, ``tau logs``)::
 
-    local = get_backend("local")
+    local = backend_for("local")
     if local.owns(name):                      # found in the local registry: no cluster is contacted
         backend, ref = local, RunRef(name, "local")
     else:
