@@ -173,6 +173,16 @@ def test_failing_exit_code(local: Local) -> None:
     assert "bad hyperparameter" in local.logs(run)
 
 
+def test_run_list_shows_local_runs_without_a_cluster(local: Local) -> None:
+    run = local.submit(local.project("import sys\nsys.exit(3)\n"))
+    local.wait(run)
+    proc = local.tau("run", "list", "-o", "json", check=False)
+    rows = [r for r in json.loads(proc.stdout) if r["name"] == run]
+    assert rows == [{"name": run, "namespace": None, "kind": "local", "status": "Failed (Unknown)", "queue": None,
+                     "created": rows[0]["created"], "source": "local"}], proc.stdout
+    assert rows[0]["created"]
+
+
 def test_oom_is_classified(local: Local) -> None:
     run = local.submit(local.project("blob = bytearray(3 * 1024 ** 3)\n", compute={"memory_limit": "64Mi"}))
     doc = local.wait(run)

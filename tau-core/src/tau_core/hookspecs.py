@@ -106,7 +106,22 @@ def tau_register_gpu_class_rules(register: Register) -> None:
 def tau_register_execution_backends(register: Register) -> None:
     """Register an execution backend (for example ``kubernetes`` or ``local``).
 
-    ``register(name, factory)``; ``factory(**options)`` returns an object implementing the
-    run lifecycle: ``submit``, ``status``, ``list``, ``logs``, ``get``, ``cancel``,
-    ``retry`` and ``resume``.
+    ``register(name, factory)``; ``factory(**options)`` returns a
+    :class:`tau_core.lifecycle.ExecutionBackend`, exactly what the lifecycle commands call:
+
+    * ``submit(request) -> SubmitResult`` (``tau run``; automatic retry is the backend's business);
+    * ``status(ref, *, run_profile=False) -> RunStatus`` and
+      ``watch_status(ref, *, interval, max_iterations, run_profile) -> Iterator[RunStatus]``;
+    * ``list(*, namespace, queue, include_external, workspace) -> list[RunSummary]``;
+    * ``logs(ref, options) -> Iterator[str]``;
+    * ``get(ref, artifact=None, *, path=None, pvc=None) -> ArtifactListing | bytes`` and the
+      ``last_get`` mapping (what the last get read);
+    * ``cancel(ref, *, wait, timeout, object_timeout) -> str`` (the line the command prints);
+    * ``resume(ref, request, *, from_dir, force, dry_run) -> SubmitResult``;
+    * a ``name`` attribute.
+
+    ``options`` are the target's (``kubeconfig``, ``context``, ``system_namespace``) plus what a
+    command adds (``progress``, ``poll_interval``); accept and ignore the ones you do not use.
+    Every command gets its backend through :func:`tau_core.lifecycle.backend_for`; registering
+    a name that exists with a higher ``priority`` replaces the built-in backend for every verb.
     """

@@ -8,7 +8,6 @@ name.  Probes run in parallel, each bounded by a timeout, the whole search by a 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -94,19 +93,30 @@ async def _probe(route: Route, name: str) -> Probe:
 
 
 async def _search(routes: list[Route], name: str, probe_timeout: float, budget: float) -> list[Probe]:
-    async def bounded(route: Route) -> Probe:
-        try:
-            return await asyncio.wait_for(_probe(route, name), timeout=probe_timeout)
-        except TimeoutError:
-            return Probe(route, error=f"no answer within {probe_timeout:g}s")
-        except TauError as exc:
-            return Probe(route, error=exc.message)
+    """Probe every route at once (each within ``probe_timeout``); the answers that came within ``budget``."""
+    import anyio
 
-    tasks = [asyncio.ensure_future(bounded(r)) for r in routes]
-    done, pending = await asyncio.wait(tasks, timeout=budget) if tasks else (set(), set())
-    for task in pending:
-        task.cancel()
-    return [t.result() for t in tasks if t in done]
+    from tau_core.aio import first_error
+
+    found: dict[int, Probe] = {}
+
+    async def bounded(index: int, route: Route) -> None:
+        try:
+            with anyio.fail_after(probe_timeout):
+                found[index] = await _probe(route, name)
+        except TimeoutError:
+            found[index] = Probe(route, error=f"no answer within {probe_timeout:g}s")
+        except TauError as exc:
+            found[index] = Probe(route, error=exc.message)
+
+    try:
+        with anyio.move_on_after(budget):
+            async with anyio.create_task_group() as group:
+                for index, route in enumerate(routes):
+                    group.start_soon(bounded, index, route)
+    except BaseExceptionGroup as errors:
+        raise first_error(errors) from None
+    return [found[i] for i in sorted(found)]
 
 
 def find_run(name: str, routes: list[Route], *, workspace: str | None = None,
@@ -161,13 +171,12 @@ def routes_for(*, env: Mapping[str, str] | None = None, cwd: Path | None = None,
 
 def ambient_routes(system_namespace: str | None = None) -> list[Route]:
     """With no workspace connection configured: the current kubeconfig context and its primary workspace."""
-    from tau_core.backends.kubernetes import KubernetesBackend
     from tau_core.kube import kubeconfig_paths
-    from tau_core.lifecycle.base import RunRef
+    from tau_core.lifecycle.base import RunRef, backend_for
 
     if not any(p.exists() for p in kubeconfig_paths()):
         return []
-    backend = KubernetesBackend(system_namespace=system_namespace)
+    backend: Any = backend_for("kubernetes", system_namespace=system_namespace)  # namespace discovery is its own
     try:
         target = backend.resolve_namespace(RunRef(""))
     except TauError:

@@ -82,10 +82,15 @@ __all__ = ["OWNER_CLI", "OWNER_CONTROLLER", "follow", "read_owner", "stamp"]
 def pending_retry(workload: Any, *, terminal: bool, succeeded: bool, failure: FailureReason | None,
                   now: Any = None) -> dict[str, Any] | None:
     """What ``tau run status`` shows for a failed run that its owner will retry: the owner, the next attempt
-    ``k/N`` and the seconds left of the backoff (from the failure time); None when no retry is coming."""
+    ``k/N`` and the seconds left of the backoff; None when no retry is coming.
+
+    The seconds left come from the due time the Tau controller stamps on a workload it owns
+    (``tau.azure.com/retry-due``: it keeps the original backoff across controller restarts), else from the
+    failure time plus the policy's backoff."""
     from datetime import UTC, datetime
 
     from tau_core.retry import policy_from_annotation
+    from tau_core.status_tree import parse_time
 
     annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
     policy = policy_from_annotation(annotations.get(keys.RETRY_POLICY))
@@ -98,8 +103,13 @@ def pending_retry(workload: Any, *, terminal: bool, succeeded: bool, failure: Fa
     for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Failed" and cond.get("status") == "True" and cond.get("lastTransitionTime"):
             failed_at = datetime.fromisoformat(str(cond["lastTransitionTime"]).replace("Z", "+00:00"))
+    now = now or datetime.now(UTC)
+    owner = annotations.get(keys.RETRY_OWNER) or OWNER_CLI
+    due = parse_time(annotations.get(keys.RETRY_DUE)) if owner == OWNER_CONTROLLER else None
     delay = policy.backoff(attempt + 1)
-    if failed_at is not None:
-        delay = max(0.0, delay - ((now or datetime.now(UTC)) - failed_at).total_seconds())
-    return {"owner": annotations.get(keys.RETRY_OWNER) or OWNER_CLI, "attempt": attempt + 1,
+    if due is not None:
+        delay = max(0.0, (due - now).total_seconds())
+    elif failed_at is not None:
+        delay = max(0.0, delay - (now - failed_at).total_seconds())
+    return {"owner": owner, "attempt": attempt + 1,
             "max": policy.max_retries, "inSeconds": round(delay, 1)}

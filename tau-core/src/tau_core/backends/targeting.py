@@ -25,7 +25,7 @@ from typing import Any
 
 from tau_core.errors import ConfigError, UsageError
 from tau_core.kube import DEFAULT_SYSTEM_NAMESPACE, ENV_CONTEXT, ENV_SYSTEM_NAMESPACE
-from tau_core.lifecycle.base import RunRef
+from tau_core.lifecycle.base import ExecutionBackend, RunRef, backend_for
 
 
 @dataclass
@@ -36,15 +36,18 @@ class LifecycleTarget:
     workspace: str | None
     system_namespace: str
     source: str  # flag | env | connection | kubeconfig
+    backend_name: str = "kubernetes"
 
     def ref(self, name: str) -> RunRef:
-        return RunRef(name, "kubernetes", self.namespace, self.context, self.workspace)
+        return RunRef(name, self.backend_name, self.namespace, self.context, self.workspace)
 
-    def backend(self, **options: Any) -> Any:
-        from tau_core.backends.kubernetes import KubernetesBackend
+    def backend_options(self) -> dict[str, Any]:
+        """What the registered backend's factory needs to reach this target's cluster."""
+        return {"kubeconfig": self.kubeconfig, "context": self.context, "system_namespace": self.system_namespace}
 
-        return KubernetesBackend(kubeconfig=self.kubeconfig, context=self.context,
-                                 system_namespace=self.system_namespace, **options)
+    def backend(self, **options: Any) -> ExecutionBackend:
+        """The registered backend for this target (:func:`tau_core.lifecycle.backend_for`)."""
+        return backend_for(self, **options)
 
 
 def _in_git_repo(start: Path) -> bool:

@@ -123,27 +123,63 @@ class ArtifactListing:
 
 @runtime_checkable
 class ExecutionBackend(Protocol):
-    """What every backend implements.  Failures raise :class:`tau_core.errors.TauError`."""
+    """What every backend implements: exactly what the lifecycle commands call.
+
+    Failures raise :class:`tau_core.errors.TauError`.  Keyword options a backend has no use for
+    (``run_profile``, ``workspace``, ``path``/``pvc``, ``object_timeout``) are accepted and ignored;
+    automatic retry is the backend's own business inside :meth:`submit`.
+    """
 
     name: str
+    #: what the last :meth:`get` read (``path``, ``pvc``, ``checkpoint``); empty when the backend records nothing
+    last_get: dict[str, Any]
 
-    def submit(self, request: SubmitRequest) -> SubmitResult: ...
+    def submit(self, request: SubmitRequest) -> SubmitResult:
+        """Start the run (``tau run``); with ``context["dry_run"] == "server"`` only validate it."""
+        ...
 
-    def status(self, ref: RunRef) -> RunStatus: ...
+    def status(self, ref: RunRef, *, run_profile: bool = False) -> RunStatus:
+        """One status read (``tau run status``); ``exists`` in ``extra`` is False for an unknown run."""
+        ...
+
+    def watch_status(self, ref: RunRef, *, interval: float = 2.0, max_iterations: int = 0,
+                     run_profile: bool = False) -> Iterator[RunStatus]:
+        """Status frames while the run changes, ending with a terminal frame (``tau run status --watch``)."""
+        ...
 
     def list(self, *, namespace: str | None = None, queue: str | None = None,
-             include_external: bool = False) -> list[RunSummary]: ...
+             include_external: bool = False, workspace: str | None = None) -> list[RunSummary]:
+        """``tau run list`` rows, newest first."""
+        ...
 
-    def logs(self, ref: RunRef, options: LogOptions) -> Iterator[str]: ...
+    def logs(self, ref: RunRef, options: LogOptions) -> Iterator[str]:
+        """Log lines (``tau logs``, ``tau run logs``); with ``options.follow`` until the run ends."""
+        ...
 
-    def get(self, ref: RunRef, artifact: str | None = None) -> ArtifactListing | bytes: ...
+    def get(self, ref: RunRef, artifact: str | None = None, *, path: str | None = None,
+            pvc: str | None = None) -> ArtifactListing | bytes:
+        """A listing of the run's results, or one file's bytes (``tau run get``)."""
+        ...
 
-    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0) -> None: ...
-
-    def retry(self, ref: RunRef, request: SubmitRequest, *, attempt: int, reason: FailureReason) -> SubmitResult: ...
+    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0,
+               object_timeout: float = 30.0) -> str:
+        """Stop the run (``tau run cancel``); returns the one-line account the command prints."""
+        ...
 
     def resume(self, ref: RunRef, request: SubmitRequest, *, from_dir: str | None = None,
-               force: bool = False, dry_run: bool = False) -> SubmitResult: ...
+               force: bool = False, dry_run: bool = False) -> SubmitResult:
+        """Restart a failed run from its checkpoint (``tau run resume``); ``dry_run``: the replacement as JSON."""
+        ...
+
+
+class BackendTarget(Protocol):
+    """Where lifecycle verbs point: the name of a registered backend plus its options
+    (:class:`tau_core.backends.targeting.LifecycleTarget` is one)."""
+
+    @property
+    def backend_name(self) -> str: ...
+
+    def backend_options(self) -> dict[str, Any]: ...
 
 
 def get_backend(name: str, **options: Any) -> ExecutionBackend:
@@ -159,3 +195,15 @@ def get_backend(name: str, **options: Any) -> ExecutionBackend:
         )
     backend: ExecutionBackend = registry[name].load()(**options)
     return backend
+
+
+def backend_for(what: str | RunRef | BackendTarget, **options: Any) -> ExecutionBackend:
+    """The one dispatch of every lifecycle command: a backend name, a run's ref or a target in, a backend out.
+
+    A target contributes its own options (cluster, context, ...); ``options`` add to them.
+    """
+    if isinstance(what, str):
+        return get_backend(what, **options)
+    if isinstance(what, RunRef):
+        return get_backend(what.backend, **options)
+    return get_backend(what.backend_name, **{**what.backend_options(), **options})

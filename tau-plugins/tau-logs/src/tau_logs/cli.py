@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tau_core.errors import UsageError
 from tau_core.output import info
+
+if TYPE_CHECKING:
+    from tau_core.lifecycle.base import ExecutionBackend, RunRef
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -49,8 +53,8 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
       tau logs train-7f2c --workspace aurora
       tau logs train-7f2c --context prod -n aurora --tail -1 --timestamps
     """
-    from tau_core.backends.targeting import check_name, lifecycle_target
-    from tau_core.lifecycle.base import LogOptions, RunRef
+    from tau_core.backends.targeting import check_name
+    from tau_core.lifecycle.base import LogOptions
 
     if container and all_containers:
         raise UsageError("-c/--container and --all-containers cannot be combined")
@@ -59,31 +63,7 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
     options = LogOptions(follow=follow, tail=None if tail == -1 else tail, container=container,
                          all_containers=all_containers, previous=previous, timestamps=timestamps, prefix=prefix)
     check_name(run_name)
-    import os
-
-    from tau_core.backends.local.dispatch import choose_local, cluster_twin_probe
-
-    found = choose_local(run_name, cluster_named=bool(context or namespace or workspace),
-                         cluster_twin=cluster_twin_probe(run_name, lambda: lifecycle_target(
-                             system_namespace=system_namespace)))
-    if found is not None:
-        backend, ref = found
-    elif context or namespace or os.environ.get("TAU_CONTEXT"):
-        target = lifecycle_target(context=context, namespace=namespace, workspace=workspace,
-                                  system_namespace=system_namespace)
-        backend, ref = target.backend(progress=info), target.ref(run_name)
-    else:
-        from tau_core.backends.discovery import ambient_routes, find_run, routes_for
-        from tau_core.backends.kubernetes import KubernetesBackend
-
-        routes = routes_for(cwd=Path.cwd())
-        if not routes:
-            routes = ambient_routes(system_namespace)
-        route, kind = find_run(run_name, routes, workspace=workspace)
-        info(f"found {kind} {route.namespace}/{run_name} in workspace {route.workspace}")
-        backend = KubernetesBackend(kubeconfig=route.kubeconfig, context=route.context,
-                                    system_namespace=system_namespace or route.system_namespace, progress=info)
-        ref = RunRef(run_name, "kubernetes", route.namespace, route.context, route.workspace)
+    backend, ref = _route(run_name, namespace, workspace, context, system_namespace)
     if options.tail == 0 and not options.follow:
         return
     try:
@@ -95,3 +75,34 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
         click.echo("", err=True)
         info(f"stopped following; {run_name} keeps running")
         sys.exit(130)
+
+
+def _route(run_name: str, namespace: str | None, workspace: str | None, context: str | None,
+           system_namespace: str | None) -> tuple[ExecutionBackend, RunRef]:
+    """Where RUN lives: a local run, the named or ambient cluster target, else the workspace search."""
+    import os
+
+    from tau_core.backends.local.dispatch import choose_local, cluster_twin_probe
+    from tau_core.backends.targeting import lifecycle_target
+    from tau_core.lifecycle.base import RunRef, backend_for
+
+    found = choose_local(run_name, cluster_named=bool(context or namespace or workspace),
+                         cluster_twin=cluster_twin_probe(run_name, lambda: lifecycle_target(
+                             system_namespace=system_namespace)))
+    if found is not None:
+        return found
+    if context or namespace or os.environ.get("TAU_CONTEXT"):
+        target = lifecycle_target(context=context, namespace=namespace, workspace=workspace,
+                                  system_namespace=system_namespace)
+        return backend_for(target, progress=info), target.ref(run_name)
+    from tau_core.backends.discovery import ambient_routes, find_run, routes_for
+
+    routes = routes_for(cwd=Path.cwd())
+    if not routes:
+        routes = ambient_routes(system_namespace)
+    route, kind = find_run(run_name, routes, workspace=workspace)
+    info(f"found {kind} {route.namespace}/{run_name} in workspace {route.workspace}")
+    ref = RunRef(run_name, "kubernetes", route.namespace, route.context, route.workspace)
+    backend = backend_for(ref, kubeconfig=route.kubeconfig, context=route.context,
+                          system_namespace=system_namespace or route.system_namespace, progress=info)
+    return backend, ref

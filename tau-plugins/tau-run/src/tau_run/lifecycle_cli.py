@@ -1,20 +1,26 @@
 """The lifecycle verbs of ``tau run``: list, status, logs, get, cancel and resume.
 
-Thin: each command turns flags into a :class:`tau_core.backends.targeting.LifecycleTarget` and
-calls one capability of the kubernetes execution backend.  Nothing here imports
-``kubernetes_asyncio``; the backend does, when a command actually talks to a cluster.
+Thin: each command turns flags into a :class:`tau_core.backends.targeting.LifecycleTarget`, gets its
+backend from the registry (:func:`tau_core.lifecycle.backend_for`: a local run goes to the ``local``
+backend, anything else to the target's) and calls one method of
+:class:`tau_core.lifecycle.ExecutionBackend`.  Nothing here imports ``kubernetes_asyncio``; the backend
+does, when a command actually talks to a cluster.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from tau_core.errors import TauError, UsageError
 from tau_core.output import emit, info, render_table
+
+if TYPE_CHECKING:
+    from tau_core.backends.targeting import LifecycleTarget
+    from tau_core.lifecycle.base import ExecutionBackend, LogOptions, RunRef, RunStatus, RunSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -41,7 +47,7 @@ def lifecycle_options(fn: F) -> F:
 
 
 def _target(namespace: str | None, workspace: str | None, context: str | None, system_namespace: str | None,
-            project: str | None = None) -> Any:
+            project: str | None = None) -> LifecycleTarget:
     from pathlib import Path
 
     from tau_core.backends.targeting import lifecycle_target
@@ -59,12 +65,14 @@ def _target(namespace: str | None, workspace: str | None, context: str | None, s
                             system_namespace=system_namespace, cwd=cwd)
 
 
-def _backend(target: Any) -> Any:
-    return target.backend(progress=info)
+def _backend(target: LifecycleTarget, **options: Any) -> ExecutionBackend:
+    from tau_core.lifecycle.base import backend_for
+
+    return backend_for(target, progress=info, **options)
 
 
 def _dispatch(name: str, namespace: str | None, workspace: str | None, context: str | None,
-              system_namespace: str | None, project: str | None) -> tuple[Any, Any]:
+              system_namespace: str | None, project: str | None) -> tuple[ExecutionBackend, RunRef]:
     """(backend, ref): a local run goes to the local backend, anything else to the cluster
     (the rules are :func:`tau_core.backends.local.dispatch.choose_local`'s)."""
     from tau_core.backends.local.dispatch import choose_local, cluster_twin_probe
@@ -96,9 +104,9 @@ def list_(namespace: str | None, workspace: str | None, context: str | None, sys
       tau run list -n aurora --queue jobqueue
       tau run list --include-external -o json
     """
-    from tau_core.backends.local.dispatch import local_rows
+    from tau_core.backends.local.dispatch import local_runs
 
-    local = [] if queue else local_rows()
+    local = [] if queue else local_runs()
     target = None
     try:
         target = _target(namespace, workspace, context, system_namespace, project)
@@ -113,9 +121,7 @@ def list_(namespace: str | None, workspace: str | None, context: str | None, sys
         warning(f"cluster runs not listed: {exc.message}")
         rows = []
     ns = rows[0].ref.namespace if rows else ((target.namespace if target else None) or "")
-    doc = local + [{"name": r.ref.name, "namespace": r.ref.namespace, "kind": r.kind, "status": r.state,
-                    "queue": r.queue, "created": r.created, "source": "external" if r.external else "tau"}
-                   for r in rows]
+    doc = [_list_row(r, "local") for r in local] + [_list_row(r, "external" if r.external else "tau") for r in rows]
     if output == "json":
         emit(doc, "json")
         return
@@ -127,6 +133,12 @@ def list_(namespace: str | None, workspace: str | None, context: str | None, sys
                   + ((d["source"],) if show_source else ()) for d in doc]
     headers = ["name", "kind", "status", "age", "queue"] + (["source"] if show_source else [])
     click.echo(render_table(table_rows, headers))
+
+
+def _list_row(summary: RunSummary, source: str) -> dict[str, Any]:
+    """One ``tau run list`` row (a JSON object with ``-o json``)."""
+    return {"name": summary.ref.name, "namespace": summary.ref.namespace, "kind": summary.kind,
+            "status": summary.state, "queue": summary.queue, "created": summary.created, "source": source}
 
 
 #: the attribute name the ``run`` group looks up for ``tau run list``
@@ -149,31 +161,14 @@ def _age(created: str | None) -> str:
 FAILING_PHASES = ("RayCluster", "Image pull", "Init containers", "Container start", "Ready", "RayJob status")
 
 
-def status_doc(st: Any) -> dict[str, Any]:
-    return {
-        "name": st.ref.name,
-        "namespace": st.ref.namespace,
-        "context": st.ref.context,
-        "workspace": st.ref.workspace,
-        "kind": st.kind,
-        "queue": st.extra.get("queue"),
-        "terminal": st.terminal,
-        "succeeded": st.succeeded,
-        "failure": st.failure.value if st.failure else None,
-        "failureEvidence": st.extra.get("failure_evidence") or None,
-        "attempt": st.attempt,
-        "maxRetries": st.max_attempts,
-        "retry": st.extra.get("retry_pending"),
-        "message": st.message,
-        "phases": [{"name": p.name, "state": p.state, "detail": p.detail, "hint": p.hint,
-                    "elapsedSeconds": p.elapsed_seconds} for p in st.phases],
-        "pods": st.extra.get("pods", []),
-        "diagnosticCommands": st.extra.get("diagnostic_commands", []),
-        **({"runProfile": st.extra["run_profile"]} if "run_profile" in st.extra else {}),
-    }
+def status_doc(st: RunStatus) -> dict[str, Any]:
+    """The ``-o json`` document: the typed status tree, converted by cattrs."""
+    from tau_core.status_tree import StatusTree
+
+    return StatusTree.from_status(st).to_json()
 
 
-def status_text(st: Any, *, hints: bool = False) -> str:
+def status_text(st: RunStatus, *, hints: bool = False) -> str:
     from tau_core.status_tree import render_tree
 
     where = st.ref.name if st.ref.backend == "local" else f"{st.ref.namespace}/{st.ref.name}"
@@ -212,13 +207,13 @@ def status_text(st: Any, *, hints: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _startup_failed(st: Any) -> bool:
+def _startup_failed(st: RunStatus) -> bool:
     if st.terminal:
         return not st.succeeded
     return any(p.state == "warning" and p.name in FAILING_PHASES for p in st.phases)
 
 
-def _startup_done(st: Any) -> bool:
+def _startup_done(st: RunStatus) -> bool:
     return st.terminal or any(p.name == "Ready" and p.state == "done" for p in st.phases)
 
 
@@ -286,11 +281,12 @@ def status(name: str, namespace: str | None, workspace: str | None, context: str
     _watch(backend, ref, seconds, max_iterations, run_profile)
 
 
-def _watch(backend: Any, ref: Any, interval: float, max_iterations: int, run_profile: bool = False) -> None:
+def _watch(backend: ExecutionBackend, ref: RunRef, interval: float, max_iterations: int,
+           run_profile: bool = False) -> None:
     from tau_core.output import is_tty
 
     tty = is_tty(sys.stdout)
-    last: Any = None
+    last: RunStatus | None = None
     where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
     try:
         frames = 0
@@ -341,7 +337,7 @@ def logs_options(fn: F) -> F:
 
 
 def log_options(follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
-                timestamps: bool, prefix: bool) -> Any:
+                timestamps: bool, prefix: bool) -> LogOptions:
     from tau_core.lifecycle.base import LogOptions
 
     if container and all_containers:
@@ -352,7 +348,7 @@ def log_options(follow: bool, tail: int, container: str | None, all_containers: 
                       all_containers=all_containers, previous=previous, timestamps=timestamps, prefix=prefix)
 
 
-def print_logs(backend: Any, ref: Any, options: Any) -> None:
+def print_logs(backend: ExecutionBackend, ref: RunRef, options: LogOptions) -> None:
     if options.tail == 0 and not options.follow:
         return
     try:
@@ -426,7 +422,7 @@ def get(name: str, namespace: str | None, workspace: str | None, context: str | 
     check_name(name)
     backend, ref = _dispatch(name, namespace, workspace, context, system_namespace, project)
     result = backend.get(ref, artifact, path=path_, pvc=pvc)
-    details: dict[str, Any] = getattr(backend, "last_get", None) or {}  # only the cluster backend records one
+    details = backend.last_get
     if isinstance(result, ArtifactListing):
         if output == "json":
             emit({"path": result.root, "entries": result.entries}, "json")
@@ -497,13 +493,11 @@ def cancel(name: str, namespace: str | None, workspace: str | None, context: str
 
     found = local_run(name)
     if found is not None:
-        local_backend, local_ref = found
-        click.echo(local_backend.cancel_message(local_ref, wait=wait, timeout=teardown_seconds))
-        return
-    target = _target(namespace, workspace, context, system_namespace, project)
-    backend = target.backend(poll_interval=poll)
-    click.echo(backend.cancel_message(target.ref(name), wait=wait, timeout=teardown_seconds,
-                                      object_timeout=object_seconds))
+        backend, ref = found
+    else:
+        target = _target(namespace, workspace, context, system_namespace, project)
+        backend, ref = _backend(target, poll_interval=poll), target.ref(name)
+    click.echo(backend.cancel(ref, wait=wait, timeout=teardown_seconds, object_timeout=object_seconds))
 
 
 # -- resume -------------------------------------------------------------------------------------

@@ -10,17 +10,17 @@ name, which means the newest local run of that target.
 
 Dispatch from the lifecycle verbs (``tau run status|logs|get|cancel|resume``, ``tau logs``)::
 
-    local = get_backend("local")
+    local = backend_for("local")
     if local.owns(name):                      # found in the local registry: no cluster is contacted
         backend, ref = local, RunRef(name, "local")
     else:
         ...                                   # the Kubernetes target and backend
 
 ``tau run list`` adds ``local.list()`` (``kind == "local"``, ``ref.backend == "local"``) to the cluster
-rows, and still shows the local rows when no cluster is reachable.  Besides the protocol, the backend
-offers what the verbs call on the Kubernetes backend: ``watch_status``, ``cancel_message``,
-``get(..., path=, pvc=)`` and a JSON ``message`` for ``resume(..., dry_run=True)``; cluster-only
-keyword options (``run_profile``, ``object_timeout``, ``workspace``, ...) are accepted and ignored.
+rows, and still shows the local rows when no cluster is reachable.  It implements the whole
+:class:`~tau_core.lifecycle.ExecutionBackend` protocol (``resume(..., dry_run=True)`` returns a JSON
+``message``); cluster-only keyword options (``run_profile``, ``object_timeout``, ``workspace``, ...)
+are accepted and ignored.
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ from tau_core.backends.local.registry import (
     now_iso,
     parse_iso,
 )
+from tau_core.backends.local.status import BACKEND, KIND, build_status
 from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
 from tau_core.fsutil import write_json_atomic
 from tau_core.lifecycle.base import (
     ArtifactListing,
     FailureReason,
     LogOptions,
-    Phase,
     RunRef,
     RunStatus,
     RunSummary,
@@ -61,8 +61,6 @@ from tau_core.lifecycle.base import (
     SubmitResult,
 )
 
-BACKEND = "local"
-KIND = "local"
 LOST_AFTER = 30.0  # seconds a run may stay Submitted without a supervisor before it counts as lost
 FOLLOW_INTERVAL = 0.05
 
@@ -74,6 +72,7 @@ class LocalBackend:
 
     def __init__(self, env: Mapping[str, str] | None = None, **_options: Any) -> None:
         self._env = env
+        self.last_get: dict[str, Any] = {}  # a local get reads the output directory; nothing to record
 
     @property
     def env(self) -> dict[str, str]:
@@ -352,7 +351,12 @@ class LocalBackend:
         return target.read_bytes()
 
     # -- cancel ----------------------------------------------------------------------------
-    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0) -> None:
+    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0,
+               **_cluster_options: Any) -> str:
+        """Stop the run; returns the one-line account ``tau run cancel`` prints."""
+        return self.cancel_message(ref, wait=wait, timeout=timeout)
+
+    def _cancel(self, ref: RunRef, *, wait: bool, timeout: float) -> None:
         run = self._run(ref)
         record = self._record(run)
         if record.get("state") in TERMINAL:
@@ -388,7 +392,7 @@ class LocalBackend:
         """:meth:`cancel`, then a one-line account of what happened (what ``tau run cancel`` prints)."""
         run = self._run(ref)
         before = self._record(run).get("state")
-        self.cancel(ref, wait=wait, timeout=timeout)
+        self._cancel(ref, wait=wait, timeout=timeout)
         if before in TERMINAL:
             return f"local run {run.run_id} had already finished ({before}); nothing to cancel"
         if not wait:
@@ -516,135 +520,6 @@ def _format_line(raw: bytes, timestamps: bool) -> str:
         return text
     stamp, sep, rest = text.partition(" ")
     return rest if sep and stamp.endswith("Z") and stamp[:4].isdigit() else text
-
-
-def _elapsed(start: str | None, end: str | None = None) -> float | None:
-    a = parse_iso(start)
-    if a is None:
-        return None
-    b = parse_iso(end) if end else time.time()
-    return None if b is None else max(0.0, b - a)
-
-
-def _transition_at(record: dict[str, Any], state: str) -> str | None:
-    for t in reversed(record.get("transitions") or []):
-        if t.get("state") == state:
-            return str(t.get("at"))
-    return None
-
-
-def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) -> RunStatus:
-    state = str(record.get("state"))
-    attempts = record.get("attempts") or []
-    max_attempts = int(record.get("max_attempts") or 1)
-    attempt = int(record.get("attempt") or len(attempts) or 1)
-    sup = record.get("supervisor") or {}
-    sup_alive = bool(sup.get("pid")) and oom.alive(sup.get("pid"), sup.get("start_ticks"))
-    # over once the process ended *and* its evidence is written (or nobody is left to write it), so
-    # `tau run status --watch` and other watchers end with the Evidence phase settled
-    terminal = state in TERMINAL and (bool(record.get("evidence_done")) or not sup_alive)
-    name = run.run_id
-    phases: list[Phase] = [Phase("Submitted", "done", f"local run {name} registered",
-                                 elapsed_seconds=_elapsed(record.get("created_at"), _transition_at(record, "Started")))]
-    if sup.get("pid"):
-        phases.append(Phase("Started", "done", f"supervisor pid {sup['pid']}"
-                            + ("" if sup_alive or terminal else " (gone)")))
-    elif terminal:
-        phases.append(Phase("Started", "warning", "the supervisor never started", hint=f"see {run.supervisor_log}"))
-    else:
-        phases.append(Phase("Started", "pending", "waiting for the supervisor"))
-
-    from tau_core.backends.local.ray import status_phase
-
-    ray_phase = status_phase(record.get("ray"))
-    if ray_phase is not None:
-        phases.append(ray_phase)
-    child = record.get("child") or {}
-    if state == "Running":
-        phases.append(Phase("Running", "active", f"attempt {attempt}/{max_attempts}, pid {child.get('pid')}",
-                            elapsed_seconds=_elapsed(record.get("started_at"))))
-    elif state == "BackingOff":
-        phases.append(Phase("Running", "warning", str(record.get("message", "")),
-                            hint="the supervisor retries automatically (resilience.*)"))
-    elif attempts:
-        total = sum(filter(None, (_elapsed(a.get("started_at"), a.get("finished_at")) for a in attempts)))
-        last = attempts[-1] if isinstance(attempts[-1], dict) else {}
-        if last.get("interrupted"):
-            phases.append(Phase("Running", "warning", f"ran {len(attempts)} attempt(s); attempt {last.get('attempt')} "
-                                f"was interrupted ({last.get('reason')}): {last.get('message')}",
-                                elapsed_seconds=total))
-        else:
-            phases.append(Phase("Running", "done", f"ran {len(attempts)} attempt(s)", elapsed_seconds=total))
-    elif terminal:
-        phases.append(Phase("Running", "skipped", "no attempt ran"))
-    else:
-        phases.append(Phase("Running", "pending", "not started"))
-
-    message = str(record.get("message") or "")
-    if state == "Succeeded":
-        phases.append(Phase("Completed", "done", message or "exit code 0"))
-    elif state == "Failed":
-        phases.append(Phase("Failed", "warning", f"{record.get('reason') or 'Unknown'}: {message}",
-                            hint=f"tau run logs {name} --tail 50"))
-    elif state == "Cancelled":
-        phases.append(Phase("Cancelled", "warning", message or "cancelled"))
-    else:
-        phases.append(Phase("Completed", "pending", "running"))
-
-    history = record.get("history") or []
-    if not history:
-        phases.append(Phase("Evidence", "skipped", "no metrics.history in the config"))
-    else:
-        rows = int(evidence.get("rows") or 0)
-        chunks = len(evidence.get("imported") or {})
-        store = evidence.get("store", "")
-        if evidence.get("unavailable"):
-            phases.append(Phase("Evidence", "warning", f"not imported: {evidence['unavailable']}",
-                                hint="pip install taugrid-portal, then re-run to collect evidence"))
-        elif evidence.get("error"):
-            phases.append(Phase("Evidence", "warning", f"{rows} rows from {chunks} chunk(s); {evidence['error']}"))
-        elif terminal and record.get("evidence_done"):
-            detail = f"{rows} rows from {chunks} chunk(s) in {store}"
-            detail += "; terminal tau/run_status marker written" if evidence.get("marker") else ""
-            if evidence.get("stellar"):
-                detail += f"; Stellar: {evidence['stellar']}"
-            phases.append(Phase("Evidence", "done" if evidence.get("marker") else "warning", detail,
-                                hint=None if evidence.get("stellar") else evidence.get("stellar_error")))
-        elif chunks or state == "Running":
-            phases.append(Phase("Evidence", "active", f"{rows} rows from {chunks} chunk(s) imported into {store}"))
-        else:
-            phases.append(Phase("Evidence", "pending", "waiting for metric chunks"))
-
-    failure: FailureReason | None
-    if state == "Succeeded":
-        failure = FailureReason.COMPLETED
-    elif state == "Failed":
-        try:
-            failure = FailureReason.parse(str(record.get("reason") or "Unknown"))
-        except ValueError:
-            failure = FailureReason.UNKNOWN
-    elif state == "Cancelled":
-        failure = FailureReason.UNKNOWN
-    else:
-        failure = FailureReason.RUNNING
-    last = attempts[-1] if attempts else {}
-    extra = {
-        "backend": BACKEND, "exists": True, "state": state, "run_dir": str(run.path),
-        "output_dir": record.get("output_dir"),
-        "log_path": record.get("log_path"), "exit_code": record.get("exit_code", last.get("exit_code")),
-        "signal": record.get("signal", last.get("signal")), "pid": child.get("pid"),
-        "supervisor_pid": sup.get("pid"), "supervisor_alive": sup_alive,
-        "evidence_done": bool(record.get("evidence_done")), "stellar": evidence.get("stellar"),
-        "store": evidence.get("store"), "created_at": record.get("created_at"),
-        "finished_at": record.get("finished_at"), "name": record.get("name"),
-        "attempts": attempts, "transitions": record.get("transitions") or [],
-    }
-    return RunStatus(
-        ref=RunRef(name=name, backend=BACKEND), kind=KIND, phases=phases, terminal=terminal,
-        succeeded=state == "Succeeded", failure=failure,
-        attempt=attempt if (max_attempts > 1 or len(attempts) > 1) else None,
-        max_attempts=max_attempts if (max_attempts > 1 or len(attempts) > 1) else None,
-        message=message, extra=extra)
 
 
 def read_cancel(run: RunDir) -> dict[str, Any]:

@@ -10,25 +10,25 @@ from collections.abc import Callable
 from typing import Any
 
 from tau_core.errors import NotFoundError, TauError, UsageError
-from tau_core.lifecycle.base import RunRef
+from tau_core.lifecycle.base import ExecutionBackend, RunRef, RunSummary, backend_for
 
 
-def local_run(name: str, *, exact: bool = False) -> tuple[Any, RunRef] | None:
-    """``(LocalBackend, RunRef)`` when ``name`` is a run in the local registry, else ``None``.
+def local_run(name: str, *, exact: bool = False) -> tuple[ExecutionBackend, RunRef] | None:
+    """``(the registered local backend, RunRef)`` when ``name`` is a run in the local registry, else ``None``.
 
-    ``exact=True`` matches run ids only (use it where a cluster run of the same name should win).
+    ``exact=True`` matches run ids only (use it where a cluster run of the same name should win).  A local
+    backend without a registry lookup (``find``) owns no names.
     """
-    from tau_core.backends.local.backend import LocalBackend
-
-    backend = LocalBackend()
-    run = backend.find(name, exact=exact)
+    backend = backend_for("local")
+    find = getattr(backend, "find", None)
+    run = find(name, exact=exact) if find is not None else None
     if run is None:
         return None
     return backend, RunRef(name=run.run_id, backend="local")
 
 
 def choose_local(name: str, *, cluster_named: bool,
-                 cluster_twin: Callable[[], str | None]) -> tuple[Any, RunRef] | None:
+                 cluster_twin: Callable[[], str | None]) -> tuple[ExecutionBackend, RunRef] | None:
     """The local run a lifecycle verb's NAME means, or ``None`` for the cluster.  The rules:
 
     * a flag that names a cluster (``-n``, ``--workspace``, ``--context``) never resolves to a local run;
@@ -79,9 +79,6 @@ def cluster_twin_probe(name: str, target_factory: Callable[[], Any]) -> Callable
     return probe
 
 
-def local_rows() -> list[dict[str, Any]]:
-    """``tau run list`` rows for local runs, newest first (``kind`` is ``local``, ``namespace`` empty)."""
-    from tau_core.backends.local.backend import LocalBackend
-
-    return [{"name": r.ref.name, "namespace": None, "kind": r.kind, "status": r.state, "queue": None,
-             "created": r.created, "source": "local"} for r in LocalBackend().list()]
+def local_runs() -> list[RunSummary]:
+    """``tau run list`` rows for local runs, newest first (``kind`` is ``local``, no namespace)."""
+    return backend_for("local").list()

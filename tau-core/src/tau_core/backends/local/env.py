@@ -199,19 +199,14 @@ def _ray_plan(request: SubmitRequest, config: Mapping[str, Any], cfg_dir: Path, 
                               argv=_argv(config, entry, engine), entry=entry)
 
 
-def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The supervisor's instructions for ``request``; raises :class:`ConfigError` for what cannot run here."""
-    env = os.environ if env is None else env
-    config = request.config
-    _refuse(config)
-    engine = _engine(config)
+def _local_entrypoint(config: Mapping[str, Any], cfg_dir: Path, engine: str) -> Path:
+    """The entrypoint file (relative to the config's directory); Ray must be installed for a rayjob."""
     if engine == "rayjob":
         from tau_core.backends.local import ray as local_ray
 
         if not local_ray.ray_installed():
             raise ConfigError("engine: rayjob runs its driver on a local Ray head, and Ray is not installed",
                               hint=f"install the Ray extra: {RAY_INSTALL}")
-    cfg_dir = config_dir(request)
     entry_text = _entrypoint(config)
     if not entry_text:
         raise ConfigError("entrypoint is required for a local run", hint="set entrypoint: train.py in the config")
@@ -221,21 +216,30 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
     if not entry.is_file():
         raise ConfigError(f"entrypoint {entry_text!r} not found ({entry})",
                           hint="entrypoint is relative to the config file's directory")
+    return entry
 
-    data = paths.data_root(env)
-    hot = paths.hot_root(env)
+
+def _output_dirs(request: SubmitRequest, run_id: str, env: Mapping[str, str]) -> tuple[Path, Path]:
+    """``(output, checkpoint)``: ``storage.output`` and ``resilience.checkpoint_path`` mapped onto this machine."""
+    config = request.config
     output_cfg = get(config, "storage.output")
     if output_cfg:
         output = paths.map_container_path(str(output_cfg), env)
     else:
-        output = data / "checkpoints" / "workflows" / run_id
+        output = paths.data_root(env) / "checkpoints" / "workflows" / run_id
     checkpoint_cfg = get(config, "resilience.checkpoint_path")
     if checkpoint_cfg and str(checkpoint_cfg).rstrip("/") != f"{CLUSTER_CHECKPOINT_ROOT}/{request.name}":
         checkpoint = paths.map_container_path(str(checkpoint_cfg), env)
     else:  # unset, or the cluster default derived from the target name: use this run's own output
         checkpoint = output / "checkpoints"
-    staged = str(get(config, "storage.publish") or "").strip().lower() == "staged"
+    return output, checkpoint
 
+
+def _run_env(request: SubmitRequest, engine: str, output: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """The environment the entrypoint sees: ``runtime.env``, the TAU_* directories, then ``extra_env``."""
+    config = request.config
+    data = paths.data_root(env)
+    hot = paths.hot_root(env)
     injected: dict[str, str] = {}
     user_env = get(config, "runtime.env") or {}
     for key, value in dict(user_env).items():
@@ -255,9 +259,30 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
         injected.update({"TAU_DIST_BACKEND": "gloo", "TAU_NUM_WORKERS": str(workers), "TAU_WORLD_SIZE": str(workers)})
     for key, value in (request.extra_env or {}).items():
         injected[str(key)] = str(value)
+    return injected
 
+
+def _retry_plan(config: Mapping[str, Any]) -> dict[str, Any]:
     max_retries = int(get(config, "resilience.max_retries") or 0)
     retry_on = get(config, "resilience.retry_on") or (list(DEFAULT_RETRY_ON) if max_retries > 0 else [])
+    return {
+        "max_retries": max_retries,
+        "retry_on": [str(r) for r in retry_on],
+        "backoff_initial": parse_duration(get(config, "resilience.backoff_initial") or "30s",
+                                          "resilience.backoff_initial"),
+        "backoff_max": parse_duration(get(config, "resilience.backoff_max") or "5m", "resilience.backoff_max"),
+    }
+
+
+def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The supervisor's instructions for ``request``; raises :class:`ConfigError` for what cannot run here."""
+    env = os.environ if env is None else env
+    config = request.config
+    _refuse(config)
+    engine = _engine(config)
+    cfg_dir = config_dir(request)
+    entry = _local_entrypoint(config, cfg_dir, engine)
+    output, checkpoint = _output_dirs(request, run_id, env)
     experiment = {
         "project": str(get(config, "experiment.project") or paths.slug(project_root(cfg_dir).name)),
         "name": str(get(config, "experiment.name") or get(config, "experiment.group") or ""),
@@ -274,20 +299,14 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
         "config_path": str(request.config_path) if request.config_path else None,
         "config_hash": request.config_hash,
         "submission_id": request.submission_id,
-        "env": injected,
+        "env": _run_env(request, engine, output, env),
         "memory_limit": _memory_limit(config),
         "output_dir": str(output),
         "checkpoint_path": str(checkpoint),
-        "staged": staged,
-        "staging_root": str(hot / "tau-output" / run_id),
+        "staged": str(get(config, "storage.publish") or "").strip().lower() == "staged",
+        "staging_root": str(paths.hot_root(env) / "tau-output" / run_id),
         "history": _history(config),
         "experiment": experiment,
         "ray": _ray_plan(request, config, cfg_dir, entry, engine),
-        "retry": {
-            "max_retries": max_retries,
-            "retry_on": [str(r) for r in retry_on],
-            "backoff_initial": parse_duration(get(config, "resilience.backoff_initial") or "30s",
-                                              "resilience.backoff_initial"),
-            "backoff_max": parse_duration(get(config, "resilience.backoff_max") or "5m", "resilience.backoff_max"),
-        },
+        "retry": _retry_plan(config),
     }

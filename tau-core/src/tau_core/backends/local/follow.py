@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from tau_core.lifecycle.base import LogOptions, RunRef, RunStatus
+from tau_core.lifecycle.base import LogOptions, RunRef, RunStatus, backend_for
 
 
 def summary_lines(st: RunStatus) -> list[str]:
@@ -37,16 +37,18 @@ def summary_lines(st: RunStatus) -> list[str]:
 
 def follow_run(name: str, *, out: TextIO | None = None, err: TextIO | None = None, tail: int | None = -1) -> int:
     """Stream the run's log until it ends, then print :func:`summary_lines` on stderr; returns 0 on success."""
-    from tau_core.backends.local.backend import LocalBackend
-
     out = out or sys.stdout
     err = err or sys.stderr
-    backend = LocalBackend()
+    backend = backend_for("local")
     ref = RunRef(name=name, backend="local")
     for line in backend.logs(ref, LogOptions(follow=True, tail=tail)):
         out.write(line + "\n")
         out.flush()
-    st = backend.wait(ref, timeout=120)
+    wait = getattr(backend, "wait", None)  # the built-in backend bounds the wait for the evidence (120 s)
+    st = wait(ref, timeout=120) if wait is not None else backend.status(ref)
+    if wait is None:
+        for frame in backend.watch_status(ref, interval=0.2):
+            st = frame
     for line in summary_lines(st):
         err.write(line + "\n")
     err.flush()

@@ -560,33 +560,21 @@ def phases(snap: Snapshot) -> list[Phase]:
     return out
 
 
-def first_failure(tree: Iterable[Phase]) -> Phase | None:
-    for p in tree:
-        if p.state == "warning":
-            return p
-    return None
+# the typed model, its JSON form and the text rendering (re-exported: ``from tau_core.status_tree import ...``)
+from tau_core.status_tree.model import (  # noqa: E402
+    PhaseView,
+    PodView,
+    RetryView,
+    StatusTree,
+    first_failure,
+    format_duration,
+    render_tree,
+    status_converter,
+)
 
-
-def render_tree(tree: Iterable[Phase], *, markers: Mapping[str, str] | None = None) -> list[str]:
-    """Text lines of the phase tree: ``[x] Submitted  batch/v1 Job created (3s)`` plus ``tip:`` lines."""
-    from tau_core.lifecycle.base import PHASE_STATES
-
-    marks = markers or PHASE_STATES
-    items = list(tree)
-    width = max((len(p.name) for p in items), default=0)
-    lines = []
-    for p in items:
-        elapsed = f" ({format_duration(p.elapsed_seconds)})" if p.elapsed_seconds is not None else ""
-        lines.append(f"  {marks.get(p.state, '[?]')} {p.name.ljust(width)}  {p.detail}{elapsed}".rstrip())
-        if p.hint:
-            lines.append(f"      tip: {p.hint}")
-    return lines
-
-
-def format_duration(seconds: float) -> str:
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+__all__ = [
+    "Obj", "PhaseView", "PodView", "RetryView", "Snapshot", "StatusTree", "classify", "cluster_now",
+    "failure_signature", "first_failure", "format_duration", "parse_time", "phases", "ray_state",
+    "render_tree", "status_converter",
+    "terminal_state",
+]
