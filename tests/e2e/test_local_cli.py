@@ -213,9 +213,14 @@ def test_retry_succeeds_on_the_second_attempt(local: Local) -> None:
 
 
 def test_resume_from_a_checkpoint(local: Local) -> None:
-    project = local.project((QUICKSTART / "train.py").read_text(), target="train",
-                            runtime={"env": {"QUICKSTART_STEPS": "40", "QUICKSTART_STEP_SECONDS": "0.15"}},
-                            metrics={"history": ["metrics/*.jsonl"]}, experiment={"project": "resume-demo"})
+    # The first attempt is slow (40 steps of 1 s), so it is still running when the evidence has arrived and the
+    # cancel lands, however loaded the machine; the resumed attempt runs fast (the config change is only warned).
+    def project_with(pause: str) -> Path:
+        return local.project((QUICKSTART / "train.py").read_text(), target="train",
+                             runtime={"env": {"QUICKSTART_STEPS": "40", "QUICKSTART_STEP_SECONDS": pause}},
+                             metrics={"history": ["metrics/*.jsonl"]}, experiment={"project": "resume-demo"})
+
+    project = project_with("1.0")
     run = local.submit(project, "train")
     local.wait_line(run, "step   7")
     # evidence arrives while the run progresses, not only at the end
@@ -231,6 +236,8 @@ def test_resume_from_a_checkpoint(local: Local) -> None:
     assert local.status(run)["state"] == "Running"
     local.cancel(run)
     assert local.status(run)["state"] == "Cancelled"
+    fast = project_with("0.02")
+    (project / "tau" / "train.yaml").write_text((fast / "tau" / "train.yaml").read_text())
     local.resume(run, project, "train")
     doc = local.wait(run)
     assert doc["succeeded"], doc
