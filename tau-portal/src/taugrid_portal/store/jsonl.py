@@ -24,18 +24,25 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
-import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from tau_core.errors import ConfigError
+from tau_core.telemetry import (
+    INT64_MAX,
+    MAX_EPOCH_SECONDS,
+    JsonlFields,
+    JsonlRowError,
+    flatten_row,
+    parse_jsonl_lines,
+)
 
 BLOCK = 8 << 20
 MAX_LINE = 16 << 20
-INT64_MAX = (1 << 63) - 1
+__all__ = ["INT64_MAX", "Block", "FileStats", "JsonlError", "flatten_row", "parse_block_fast", "parse_lines_slow",
+           "read_history"]
 #: Above this many keys a block takes the long path: its cost is per point, the columnar one's per metric.
 WIDE_COLUMNS = 512
 
@@ -70,128 +77,25 @@ class Block:
             "metric_name", "step", "wall_time_us", "value")
 
 
-_STRUCTURE = None
-
-
-def flatten_row(raw: bytes) -> bytes:
-    """``raw`` (one JSON line) with every value nested inside the top-level object replaced by ``null``.
-
-    Strings are honoured (brackets inside them are text).  Unbalanced input is returned unchanged
-    (``json`` then reports it).  Linear in the line length, no recursion.
-    """
-    import re
-
-    global _STRUCTURE
-    if _STRUCTURE is None:
-        _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-    out: list[bytes] = []
-    depth, pos = 0, 0
-    for m in _STRUCTURE.finditer(raw):
-        tok = m.group(0)
-        if tok[:1] == b'"':
-            continue
-        if tok in (b"[", b"{"):
-            depth += 1
-            if depth == 2:
-                out.append(raw[pos:m.start()])
-        else:
-            depth -= 1
-            if depth < 0:
-                return raw
-            if depth == 1:
-                out.append(b"null")
-                pos = m.end()
-    if depth != 0 or not out:
-        return raw
-    out.append(raw[pos:])
-    return b"".join(out)
-
-
 def _fail(path: Path, line: int, message: str, hint: str | None = None) -> JsonlError:
     return JsonlError(f"{path}: line {line}: {message}", hint=hint)
-
-
-def _shown(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value) if not isinstance(value, int) or len(str(value)) < limit else str(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def _shown_key(key: str, limit: int = 80) -> str:
-    return repr(key) if len(key) <= limit else repr(key[:limit]) + f"... ({len(key)} characters)"
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def parse_lines_slow(
     data: bytes, path: Path, first_line: int, *, step_field: str, time_field: str, prefix: str,
     final: bool,
 ) -> Any:
-    """The authoritative line-by-line parser: rows, or the first error with its line number."""
+    """The authoritative line-by-line parser (:func:`tau_core.telemetry.parse_jsonl_lines`) as a long frame."""
     import polars as pl
 
-    names: list[str] = []
-    steps: list[int] = []
-    walls: list[int | None] = []
-    values: list[float] = []
-    lines = data.split(b"\n")
-    ends_with_newline = data.endswith(b"\n")
-    if ends_with_newline:
-        lines.pop()
-    for offset, raw in enumerate(lines):
-        lineno = first_line + offset
-        text = raw.strip()
-        if not text:
-            continue
-        if b"[" in text or text.count(b"{") > 1:
-            text = flatten_row(text)
-        try:
-            obj = json.loads(text)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            if final and offset == len(lines) - 1 and not ends_with_newline:
-                raise _fail(path, lineno, "truncated last row: the file ends in the middle of a JSON object",
-                            hint="the writer may still be running or was killed; import the file once it is "
-                            "complete (write chunks to a temp file and rename them)") from None
-            raise _fail(path, lineno, f"invalid JSON ({exc})",
-                        hint="each line must hold exactly one JSON object") from None
-        if not isinstance(obj, dict):
-            raise _fail(path, lineno, f"row must contain exactly one JSON object, got {type(obj).__name__}",
-                        hint='write one object per line, e.g. {"_step": 0, "loss": 1.0}')
-        if step_field not in obj:
-            raise _fail(path, lineno, f"missing required numeric {step_field} field",
-                        hint=f"every row needs {step_field}; use --step-field if the history names it differently")
-        step_raw = obj[step_field]
-        if not _is_number(step_raw) or (isinstance(step_raw, float) and not math.isfinite(step_raw)):
-            raise _fail(path, lineno, f"{step_field} must be a finite number, got {_shown(step_raw)}")
-        step = int(step_raw)
-        if abs(step) > INT64_MAX:
-            raise _fail(path, lineno, f"{step_field} must be an integer representable as int64")
-        wall: int | None = None
-        if time_field in obj and obj[time_field] is not None:
-            ts = obj[time_field]
-            if not _is_number(ts) or not math.isfinite(ts) or ts <= 0 or ts > 253402300799:
-                raise _fail(path, lineno, f"{time_field} must be a valid positive Unix epoch-seconds value, "
-                            f"got {_shown(ts)}")
-            wall = round(ts * 1_000_000)
-        for key, value in obj.items():
-            if key == step_field or key == time_field or key.startswith("_"):
-                continue
-            if not _is_number(value):
-                continue
-            try:
-                fvalue = float(value)
-            except OverflowError:  # an integer beyond the float range (400 nines)
-                fvalue = math.inf
-            if not math.isfinite(fvalue):
-                raise _fail(path, lineno, f"metric {_shown_key(key)} must be a finite number, got {_shown(value)}",
-                            hint="NaN and Infinity are rejected at import; log a counter such as nan_steps instead")
-            names.append(f"{prefix}{key}")
-            steps.append(step)
-            walls.append(wall)
-            values.append(fvalue)
+    fields = JsonlFields(step_field=step_field, time_field=time_field, prefix=prefix)
+    try:
+        cols = parse_jsonl_lines(data, fields, first_line=first_line, final=final)
+    except JsonlRowError as exc:
+        raise _fail(path, exc.line, exc.message, exc.hint) from None
     return pl.DataFrame(
-        {"metric_name": names, "step": steps, "wall_time_us": walls, "value": values},
+        {"metric_name": cols.metric_name, "step": cols.step, "wall_time_us": cols.wall_time_us,
+         "value": cols.value},
         schema={"metric_name": pl.String, "step": pl.Int64, "wall_time_us": pl.Int64, "value": pl.Float64},
     )
 
@@ -253,7 +157,7 @@ def parse_block_fast(
             tsf = ts.cast(pl.Float64)
             valid = tsf.drop_nulls()
             lo, hi = valid.min(), valid.max()
-            if valid.len() and (not valid.is_finite().all() or float(lo) <= 0 or float(hi) > 253402300799):  # type: ignore[arg-type]
+            if valid.len() and (not valid.is_finite().all() or float(lo) <= 0 or float(hi) > MAX_EPOCH_SECONDS):  # type: ignore[arg-type]
                 return None
             wall = (tsf * 1_000_000).round(0).cast(pl.Int64)
     metrics: list[str] = []
