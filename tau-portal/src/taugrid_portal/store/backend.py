@@ -11,7 +11,8 @@ from tau_core.errors import NotFoundError, UsageError
 from tau_core.telemetry import RunRegistration, RunStatusUpdate, ScalarRecord
 
 from ._util import atomic_write_bytes, inside
-from .core import ARTIFACTS, ExperimentStore
+from .core import ExperimentStore
+from .layout import ARTIFACTS
 from .paths import resolve_store
 
 

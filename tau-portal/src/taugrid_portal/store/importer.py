@@ -23,10 +23,12 @@ from tau_core.telemetry import JSONL_IMPORTER
 
 from . import schema
 from ._util import fmt_time, request_hash, safe_segment, validate_id
-from .core import ARTIFACTS, METRICS, ExperimentStore, Transaction
+from .core import ExperimentStore
 from .jsonl import FileStats, read_history
+from .layout import ARTIFACTS, METRICS
 from .metricfile import MetricFileWriter
 from .records import RunRow
+from .transaction import Transaction
 from .writing import TERMINAL, commit_metric_file, ensure_identity, staging_path
 
 

@@ -103,29 +103,67 @@ def parse_lines_slow(
 _NUMERIC = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float32", "Float64")
 
 
+def _flat_objects(data: bytes, newlines: int) -> bool:
+    """True when every row of ``data`` is a flat JSON object the fast reader may see.
+
+    Nested values go to the slow path, which flattens them before any parser sees them; so does a
+    row that is not an object (pyarrow 26 segfaults on a first row of ``null``).  The common case
+    (each line starts with its one ``{``) is decided with byte counts; anything else (indented
+    rows, blank lines, braces inside strings) with the exact regular expressions.
+    """
+    import re
+
+    if b"[" in data:
+        return False
+    lines = newlines + (0 if data.endswith(b"\n") else 1)
+    starts = data.count(b"\n{") + (1 if data.startswith(b"{") else 0)
+    if starts == lines == data.count(b"{"):
+        return True
+    return not (re.search(rb"\{[^\n{]*\{", data) or re.search(rb"(?m)^[ \t\r]*[^{\s]", data))
+
+
+def _read_numeric_rows(data: bytes) -> Any | None:
+    """polars' NDJSON reader for rows whose every quoted token is a key; ``None`` when it cannot vouch.
+
+    polars infers the schema from the first rows, so a key first seen later (or a value of another
+    type) could be lost.  Such a loss is always detected: when every quoted token is a key
+    (``"`` count is twice the ``":`` count) each key occurrence must give a non-null cell, and a
+    lost key or value leaves fewer cells than keys.  Histories with string values, nulls or spaced
+    colons go to pyarrow's reader instead.
+    """
+    import polars as pl
+
+    keys = data.count(b'":')
+    if data.count(b'"') != 2 * keys:
+        return None
+    try:
+        df = pl.read_ndjson(io.BytesIO(data))
+    except Exception:
+        return None
+    cells = sum(df.height - df[c].null_count() for c in df.columns)
+    return df if cells == keys else None
+
+
 def parse_block_fast(
     data: bytes, *, step_field: str, time_field: str, prefix: str, newlines: int | None = None
 ) -> Any | None:
     """Parse with Arrow's JSON reader; ``None`` when the block needs the authoritative slow path."""
-    import re
-
     import polars as pl
     import pyarrow.json as pj
 
-    if b"[" in data or re.search(rb"\{[^\n{]*\{", data):
-        return None  # nested values: the slow path flattens them before any parser sees them
-    if re.search(rb"(?m)^[ \t\r]*[^{\s]", data):
-        return None  # a row that is not an object: pyarrow 26 segfaults on a first row of `null`
+    if not _flat_objects(data, data.count(b"\n") if newlines is None else newlines):
+        return None
     first = data[:data.find(b"\n")] if b"\n" in data else data
     if first.count(b'":') > WIDE_COLUMNS:
         return None  # a wide history: the long (slow) path scales with points, the columnar one with metrics
-    try:
-        # pyarrow's reader infers new keys in later rows and fails loudly on type changes;
-        # polars' reader (with a bounded inference window) would silently drop late keys.
-        table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 20))
-        df = pl.from_arrow(table)
-    except Exception:  # any rejection means: take the slow path for the exact error
-        return None
+    df = _read_numeric_rows(data)
+    if df is None:
+        try:
+            # pyarrow's reader infers new keys in later rows and fails loudly on type changes
+            table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 20))
+            df = pl.from_arrow(table)
+        except Exception:  # any rejection means: take the slow path for the exact error
+            return None
     if not isinstance(df, pl.DataFrame) or df.width > WIDE_COLUMNS:
         return None
     n_lines = (data.count(b"\n") if newlines is None else newlines) + (0 if data.endswith(b"\n") else 1)

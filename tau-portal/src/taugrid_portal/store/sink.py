@@ -17,9 +17,11 @@ from tau_core.errors import UsageError
 from tau_core.telemetry import RUN_STATUS_METRIC, ScalarRecord, state_of_marker, to_record
 
 from ._util import fmt_time, request_hash, validate_id
-from .core import METRICS, ExperimentStore, Transaction
+from .core import ExperimentStore
+from .layout import METRICS
 from .metricfile import MetricFileWriter
 from .records import MetricPoint, RunRow, SinkBatchKey, StagedMetricFile
+from .transaction import Transaction
 from .writing import close_run, commit_metric_file, ensure_identity, staging_path
 
 __all__ = ["RUN_STATUS_METRIC", "update_run_state", "write_records"]

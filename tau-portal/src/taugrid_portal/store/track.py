@@ -13,9 +13,11 @@ from tau_core.errors import NotFoundError, UsageError
 
 from . import schema
 from ._util import canonical_json, file_sha256, request_hash, validate_id
-from .core import METRICS, ExperimentStore, Transaction
+from .core import ExperimentStore
+from .layout import METRICS
 from .metricfile import MetricFileWriter
 from .records import RunRow
+from .transaction import Transaction
 from .writing import TERMINAL, commit_metric_file, ensure_identity, staging_path
 
 TRACK_WRITER = "tau.exp.track.v0"

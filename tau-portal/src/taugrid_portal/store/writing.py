@@ -13,10 +13,11 @@ import attrs
 from tau_core.errors import ConflictError
 
 from . import schema
-from .core import ExperimentStore, Transaction
+from .core import ExperimentStore
 from .metricfile import SCHEMA_HASH, MetricFileWriter
 from .records import RunRow
 from .summaries import fold_file_summaries
+from .transaction import Transaction
 
 TERMINAL = ("succeeded", "failed", "cancelled", "completed", "success", "successful")
 
