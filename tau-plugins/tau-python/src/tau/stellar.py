@@ -228,8 +228,7 @@ def record_packet(run: Run, state: str) -> int:
     sink = registry[SINK_NAME].load()(store=store, project=run.project, source="tau-stellar")
     from tau_core.telemetry import ScalarRecord, status_record
 
-    ident = {"project": run.project, "run_group_id": run.group, "run_id": run.run_id,
-             "experiment_id": run.experiment or ""}
+    project, group, experiment = run.project, run.group, run.experiment or ""
     records: list[ScalarRecord] = []
     history = run.packet / "history.jsonl"
     lines = history.read_text(encoding="utf-8").splitlines() if history.exists() else []
@@ -237,10 +236,12 @@ def record_packet(run: Run, state: str) -> int:
         row = json.loads(line)
         wall = datetime.fromtimestamp(float(row.pop("_timestamp")), UTC)
         step = int(row.pop("_step"))
-        records += [ScalarRecord(metric_name=k, step=step, wall_time=wall, value=float(v), source="tau-stellar",
-                                 **ident) for k, v in row.items()]
-    records.append(status_record(state=state, completed_at=datetime.now(UTC), source="tau-stellar-status",
-                                 tags={"tau.status.artifact_uri": run.packet.as_uri()}, **ident))
+        records += [ScalarRecord(run_id=run.run_id, metric_name=k, step=step, wall_time=wall, value=float(v),
+                                 project=project, run_group_id=group, experiment_id=experiment, source="tau-stellar")
+                    for k, v in row.items()]
+    records.append(status_record(run_id=run.run_id, project=project, run_group_id=group, experiment_id=experiment,
+                                 state=state, completed_at=datetime.now(UTC), source="tau-stellar-status",
+                                 tags={"tau.status.artifact_uri": run.packet.as_uri()}))
     try:
         sink.write(records)
     finally:

@@ -14,10 +14,12 @@ Each line is one JSON object such as ``{"_step": 3, "_timestamp": 1760000003.1, 
 * Blank lines are skipped.  A last line without a newline is accepted when it is a complete
   object and reported as a truncated row otherwise.
 
-Files are read in blocks (8 MiB) ending at a newline.  A block is parsed by Arrow's native
-(multi-threaded) JSON reader; any block the fast path cannot vouch for is re-parsed line by line in Python,
-which either produces the same rows or the precise error (file and line).  Memory is bounded
-by the block size.
+Files are read in blocks (4 MiB) ending at a newline.  A block of flat numeric rows is parsed by
+polars' NDJSON reader when it can vouch for every key (:func:`_read_numeric_rows`), else by Arrow's
+(multi-threaded) JSON reader; any block the fast path cannot vouch for is re-parsed line by line by
+the authoritative parser (:func:`tau_core.telemetry.parse_jsonl_lines`, shared with the local
+evidence bridge), which either produces the same rows or the precise error (file and line).
+Memory is bounded by the block size.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from tau_core.telemetry import (
     parse_jsonl_lines,
 )
 
-BLOCK = 8 << 20
+#: 4 MiB keeps a 1 M-point import under 200 MB peak RSS at the same points per CPU-second as 8 MiB.
+BLOCK = 4 << 20
 MAX_LINE = 16 << 20
 __all__ = ["INT64_MAX", "Block", "FileStats", "JsonlError", "flatten_row", "parse_block_fast", "parse_lines_slow",
            "read_history"]
@@ -128,8 +131,8 @@ def _read_numeric_rows(data: bytes) -> Any | None:
     polars infers the schema from the first rows, so a key first seen later (or a value of another
     type) could be lost.  Such a loss is always detected: when every quoted token is a key
     (``"`` count is twice the ``":`` count) each key occurrence must give a non-null cell, and a
-    lost key or value leaves fewer cells than keys.  Histories with string values, nulls or spaced
-    colons go to pyarrow's reader instead.
+    lost key or value leaves fewer cells than keys.  Histories with string values, nulls, spaced
+    colons, booleans or integers beyond int64 go to pyarrow's reader instead.
     """
     import polars as pl
 
@@ -140,6 +143,8 @@ def _read_numeric_rows(data: bytes) -> Any | None:
         df = pl.read_ndjson(io.BytesIO(data))
     except Exception:
         return None
+    if any(dtype not in (pl.Int64, pl.Float64) for dtype in df.schema.values()):
+        return None  # e.g. Int128 for an integer beyond int64: pyarrow's reader makes it a float, as json does
     cells = sum(df.height - df[c].null_count() for c in df.columns)
     return df if cells == keys else None
 
