@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 
 from tau_core.errors import ConflictError
+from tau_core.telemetry import FINAL_STATES
 
 from . import schema
 from .core import ExperimentStore
@@ -99,10 +100,11 @@ def close_run(txn: Transaction, run_id: str, state: str, ts: str) -> bool:
     The run's one documented state transition: a run already in a final state keeps it.
     True when the run moved.
     """
+    final = sorted(FINAL_STATES)
     cur = txn.conn.execute(
         "UPDATE runs SET state = ?, completed_at = COALESCE(completed_at, ?) "
-        "WHERE run_id = ? AND state NOT IN ('succeeded', 'failed', 'cancelled')",
-        [state, ts, run_id],
+        f"WHERE run_id = ? AND state NOT IN ({', '.join('?' * len(final))})",
+        [state, ts, run_id, *final],
     )
     return cur.rowcount > 0
 
