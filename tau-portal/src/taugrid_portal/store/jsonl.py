@@ -154,7 +154,6 @@ def parse_block_fast(
 ) -> Any | None:
     """Parse with Arrow's JSON reader; ``None`` when the block needs the authoritative slow path."""
     import polars as pl
-    import pyarrow.json as pj
 
     if not _flat_objects(data, data.count(b"\n") if newlines is None else newlines):
         return None
@@ -163,6 +162,8 @@ def parse_block_fast(
         return None  # a wide history: the long (slow) path scales with points, the columnar one with metrics
     df = _read_numeric_rows(data)
     if df is None:
+        import pyarrow.json as pj  # only when polars' reader cannot vouch for the block
+
         try:
             # pyarrow's reader infers new keys in later rows and fails loudly on type changes
             table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 20))
