@@ -128,12 +128,26 @@ def test_hook_tau_register_storage_backends(tmp_path):
     assert store.get("a/b.txt") == b"data"
 
 
-def test_hook_tau_register_telemetry_sinks():
+def test_hook_tau_register_telemetry_sinks(tmp_path):
+    from datetime import UTC, datetime
+
+    from tau_core import telemetry
+
     received = []
 
     class Sink:
         def write(self, records):
-            received.extend(records)
+            received.extend(telemetry.to_record(r) for r in records)
+
+        def register_run(self, run):
+            received.append(("register", run.run_id, run.idempotency_key))
+
+        def update_status(self, update):
+            received.append(("status", update.run_id, update.state))
+
+        def render_evidence(self, run_id, out):
+            out.write_text(run_id)
+            return out
 
         def close(self):
             received.append("closed")
@@ -144,9 +158,21 @@ def test_hook_tau_register_telemetry_sinks():
             register("memory", Sink)
 
     sink = _host(P()).registry("telemetry_sinks")["memory"].load()()
+    assert isinstance(sink, telemetry.TelemetrySink)
+    sink.register_run(telemetry.RunRegistration(run_id="r1", project="p", idempotency_key="k1"))
     sink.write([{"run_id": "r1", "metric_name": "loss", "step": 1, "value": 0.5}])
+    done = datetime(2026, 1, 1, tzinfo=UTC)
+    sink.write([telemetry.status_record(run_id="r1", project="p", run_group_id="g", experiment_id="",
+                                        state="failed", completed_at=done, source="test")])
+    sink.update_status(telemetry.RunStatusUpdate(run_id="r1", state="failed", completed_at=done))
+    page = sink.render_evidence("r1", tmp_path / "page.html")
     sink.close()
-    assert received == [{"run_id": "r1", "metric_name": "loss", "step": 1, "value": 0.5}, "closed"]
+    loss, marker = received[1], received[2]
+    assert received[0] == ("register", "r1", "k1") and received[3:] == [("status", "r1", "failed"), "closed"]
+    assert (loss.run_id, loss.metric_name, loss.step, loss.value) == ("r1", "loss", 1, 0.5)
+    assert marker.metric_name == telemetry.RUN_STATUS_METRIC and marker.value == -1.0
+    assert telemetry.state_of_marker(marker.value) == "failed" and marker.tags["tau.status.state"] == "failed"
+    assert page.read_text() == "r1"
 
 
 def test_hook_tau_register_gpu_class_rules():

@@ -185,7 +185,7 @@ def test_history_that_changes_during_import_is_refused_and_nothing_is_written(tm
     import pytest
 
     from tau_core.errors import ConfigError
-    from taugrid_portal.store import writes
+    from taugrid_portal.store import importer as writes  # the importer reads the history
 
     hist = write_history(tmp_path / "live.jsonl", steps=50)
     original = writes.read_history

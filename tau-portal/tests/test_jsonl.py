@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tau_core.errors import ConfigError, UsageError
-from taugrid_portal.store.jsonl import parse_block_fast, parse_lines_slow
+from taugrid_portal.store.jsonl import JsonlError, parse_block_fast, parse_lines_slow
 from taugrid_portal.store.summaries import summarize_frame, summarize_wide
 from taugrid_portal.store.writes import import_jsonl
 
@@ -172,3 +172,28 @@ def test_identical_chunks_under_different_names_are_both_kept(store, tmp_path):
     result = import_jsonl(store, run="r1", history=[str(tmp_path / "chunk-*.jsonl")])
     assert result["rows"] == 2 and len(result["artifacts"]) == 2
     assert sorted(a["name"].split("-", 1)[1] for a in store.artifacts("r1")) == ["chunk-a.jsonl", "chunk-b.jsonl"]
+
+
+late_value = st.one_of(st.integers(-10**20, 10**20), st.floats(width=64), st.text(max_size=4), st.booleans(),
+                       st.none())
+
+
+@settings(max_examples=60, deadline=None)
+@given(head=st.integers(0, 400), late_key=st.sampled_from(["loss", "late"]), value=late_value,
+       spaced=st.booleans())
+def test_fast_path_never_loses_a_late_key_or_value(head, late_key, value, spaced):
+    """polars infers its schema from the first rows; a key or type first seen after them is never lost."""
+    sep = '": ' if spaced else '":'
+    lines = [f'{{"_step{sep}{i},"loss{sep}{i * 0.5}}}' for i in range(head)]
+    lines.append(json.dumps({"_step": head, late_key: value}))
+    data = ("\n".join(lines) + "\n").encode()
+    try:
+        slow = parse_lines_slow(data, Path("h.jsonl"), 1, step_field="_step", time_field="_timestamp", prefix="",
+                                final=True)
+    except JsonlError:
+        slow = None  # NaN, Infinity or a huge integer: the fast path must decline too
+    fast = parse_block_fast(data, step_field="_step", time_field="_timestamp", prefix="")
+    if fast is not None:
+        assert slow is not None
+        key = ["metric_name", "step", "value"]
+        assert fast.long().sort(key).to_dicts() == slow.sort(key).to_dicts()

@@ -80,11 +80,26 @@ def tau_register_storage_backends(register: Register) -> None:
 
 @hookspec
 def tau_register_telemetry_sinks(register: Register) -> None:
-    """Register a telemetry sink that receives run metrics and lifecycle events.
+    """Register a telemetry sink that receives run metrics, run records and status changes.
 
-    ``register(name, factory)``; ``factory(**options)`` returns an object with
-    ``write(records)`` and ``close()``.  ``records`` is a list of dicts in the
-    ``tau.metrics.scalar.v2`` layout.  Sinks must be idempotent for repeated records.
+    ``register(name, factory)``; ``factory(**options)`` returns a
+    :class:`tau_core.telemetry.TelemetrySink`:
+
+    * ``write(records)`` (required): a list of :class:`tau_core.telemetry.ScalarRecord` in the
+      ``tau.metrics.scalar.v2`` layout (third-party writers may pass dicts of the same fields);
+      a run's last record is the terminal ``tau/run_status`` marker (``tau_core.telemetry``).
+      Sinks must be idempotent for repeated records.
+    * ``close()`` (required).
+    * ``register_run(run)``: record a :class:`~tau_core.telemetry.RunRegistration` (identity,
+      owner, config, output URI, tags) before its first metric; idempotent by
+      ``run.idempotency_key``.
+    * ``update_status(update)``: apply a :class:`~tau_core.telemetry.RunStatusUpdate`; a run in a
+      final state keeps it.
+    * ``render_evidence(run_id, out)``: write the run's self-contained evidence (Stellar) page to
+      ``out`` atomically and return its path.
+
+    The last three are optional (a metrics-only sink omits them); the local backend records whole
+    runs through them, in-process.
     """
 
 

@@ -25,12 +25,13 @@ from typing import Any
 
 from tau_core.keys import ENV_CLUSTER_JOB as CLUSTER_JOB_ENV
 from tau_core.keys import STELLAR_HISTORY_GLOB as HISTORY_GLOB
+from tau_core.telemetry import RUN_STATUS_METRIC
 
 CHUNK_DIR, CHUNK_PATTERN = HISTORY_GLOB.split("/")
 
 FLUSH_ROWS = 65536
 SINK_NAME = "experiment-store"
-STATUS_METRIC = "tau/run_status"
+STATUS_METRIC = RUN_STATUS_METRIC
 
 
 class Image:
@@ -225,20 +226,22 @@ def record_packet(run: Run, state: str) -> int:
         return 0
     store = run.store or str(paths.exp_store_root())
     sink = registry[SINK_NAME].load()(store=store, project=run.project, source="tau-stellar")
-    ident = {"project": run.project, "run_group_id": run.group, "run_id": run.run_id, "experiment_id": run.experiment}
-    records: list[dict[str, Any]] = []
+    from tau_core.telemetry import ScalarRecord, status_record
+
+    project, group, experiment = run.project, run.group, run.experiment or ""
+    records: list[ScalarRecord] = []
     history = run.packet / "history.jsonl"
     lines = history.read_text(encoding="utf-8").splitlines() if history.exists() else []
     for line in lines:
         row = json.loads(line)
         wall = datetime.fromtimestamp(float(row.pop("_timestamp")), UTC)
         step = int(row.pop("_step"))
-        records += [{**ident, "metric_name": k, "step": step, "wall_time": wall, "value": float(v), "unit": None,
-                     "source": "tau-stellar", "split": None, "tags": {}} for k, v in row.items()]
-    value = {"succeeded": 1.0, "failed": -1.0, "cancelled": -2.0}[state]
-    records.append({**ident, "metric_name": STATUS_METRIC, "step": 0, "wall_time": datetime.now(UTC),
-                    "value": value, "unit": None, "source": "tau-stellar-status", "split": None,
-                    "tags": {"tau.status.state": state, "tau.status.artifact_uri": run.packet.as_uri()}})
+        records += [ScalarRecord(run_id=run.run_id, metric_name=k, step=step, wall_time=wall, value=float(v),
+                                 project=project, run_group_id=group, experiment_id=experiment, source="tau-stellar")
+                    for k, v in row.items()]
+    records.append(status_record(run_id=run.run_id, project=project, run_group_id=group, experiment_id=experiment,
+                                 state=state, completed_at=datetime.now(UTC), source="tau-stellar-status",
+                                 tags={"tau.status.artifact_uri": run.packet.as_uri()}))
     try:
         sink.write(records)
     finally:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tau_core.errors import NotFoundError, UsageError
+from tau_core.telemetry import RunRegistration, RunStatusUpdate, ScalarRecord
 
 from ._util import atomic_write_bytes, inside
-from .core import ARTIFACTS, ExperimentStore
+from .core import ExperimentStore
+from .layout import ARTIFACTS
 from .paths import resolve_store
 
 
@@ -67,7 +69,12 @@ class ExperimentStoreBackend:
 
 
 class ExperimentStoreSink:
-    """Telemetry sink: ``write(records)`` appends ``tau.metrics.scalar.v2`` dicts as metric files."""
+    """The ``experiment-store`` telemetry sink (:class:`tau_core.telemetry.TelemetrySink`).
+
+    ``write`` appends scalar records as metric files, ``register_run`` records a run's identity and
+    metadata (idempotent by its key), ``update_status`` closes a run, ``render_evidence`` writes the
+    run's static Stellar page.
+    """
 
     def __init__(self, store: str | os.PathLike[str] | None = None, *, project: str | None = None,
                  source: str = "sink", **_options: Any) -> None:
@@ -75,12 +82,42 @@ class ExperimentStoreSink:
         self.source = source
         self.written: list[str] = []
 
-    def write(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-        from .writes import write_records
+    def write(self, records: Iterable[ScalarRecord | Mapping[str, Any]]) -> dict[str, Any]:
+        from .sink import write_records
 
-        result = write_records(self.store, list(records), source=self.source)
+        result = write_records(self.store, records, source=self.source)
         self.written.extend(result["files"])
         return result
+
+    def register_run(self, run: RunRegistration) -> dict[str, Any]:
+        """Record ``run`` as ``experiment track`` would (config file, tags, log URI, idempotency key)."""
+        from ._util import normalize_time
+        from .track import load_config, record_run
+
+        configs = [load_config(Path(run.config_path))] if run.config_path else []
+        return record_run(
+            self.store, run.run_id, project=run.project, group=run.run_group_id,
+            experiment=run.experiment_id or None, state=run.state, owner=run.owner,
+            created_at=normalize_time(run.created_at, what="created_at"),
+            started_at=normalize_time(run.started_at, what="started_at"), config_hash=run.config_hash,
+            command=run.tau_command, result_uri=run.result_uri, configs=configs, tags=run.tags,
+            context={"log_uri": run.log_uri} if run.log_uri else None, idempotency_key=run.idempotency_key)
+
+    def update_status(self, update: RunStatusUpdate) -> bool:
+        """Close the run in its final state; True when it moved (a final state is never rewritten)."""
+        from .sink import update_run_state
+
+        return update_run_state(self.store, update.run_id, update.state, update.completed_at)
+
+    def render_evidence(self, run_id: str, out: str | os.PathLike[str]) -> Path:
+        """Write the run's self-contained Stellar page to ``out`` atomically; returns its path."""
+        from taugrid_portal.stellar.html import render_html, vendor_assets
+        from taugrid_portal.stellar.snapshot import build_snapshot
+
+        vendor_assets()  # fail before any work when the chart bundle is missing
+        page = Path(out)
+        atomic_write_bytes(page, render_html(build_snapshot(self.store, run_id)).encode("utf-8"))
+        return page
 
     def close(self) -> None:
         self.store.close()

@@ -5,52 +5,44 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from tau_core.errors import ConfigError, ConflictError, NotFoundError, TauError, UsageError
 
 from . import schema
 from ._util import (
-    STAGING_DIR,
     atomic_write_json,
     inside,
     now_text,
-    pid_alive,
     safe_segment,
     sha256_text,
 )
+from .layout import APPEND_LOG, ARTIFACTS, INDEX, MANIFEST, METRICS, MIRRORS, PLACING  # noqa: F401
 from .lifecycle import MetricFilter, classify
 from .lock import WriterLock
+from .maintenance import StoreMaintenance
+from .records import RunRow, converter
+from .transaction import Transaction
 
-MANIFEST = "manifest.json"
-INDEX = "index.sqlite"
-APPEND_LOG = "append-log"
-METRICS = "metrics"
-PLACING = "placing"
-ARTIFACTS = "artifacts"
-MIRRORS = (
-    "experiments", "run_groups", "runs", "run_context", "configs", "tags", "artifacts", "metric_files",
-    "idempotency_keys", "events", "observations",
-)
 RUN_COLUMNS = [c for c, _ in schema.TABLES["runs"]]
 ARTIFACT_COLUMNS = [c for c, _ in schema.TABLES["artifacts"]]
 SUMMARY_COLUMNS = [c for c, _ in schema.TABLES["metric_summaries"]]
 
 
-@dataclass
+@attrs.define(kw_only=True)
 class RunRecord:
     """One run as the read API returns it (the ``runs`` row plus tags, metrics and lifecycle)."""
 
     run_id: str
     project: str
-    experiment_id: str
+    experiment_id: str = ""
     run_group_id: str
     state: str
     created_at: str
@@ -64,17 +56,23 @@ class RunRecord:
     tau_command: str | None = None
     result_uri: str | None = None
     index_version: str = schema.SCHEMA_VERSION
-    tags: dict[str, str] = field(default_factory=dict)
-    metric_names: list[str] = field(default_factory=list)
+    tags: dict[str, str] = attrs.Factory(dict)
+    metric_names: list[str] = attrs.Factory(list)
     lifecycle_state: str = "pending"
     successful: bool = False
-    success_reasons: list[str] = field(default_factory=list)
+    success_reasons: list[str] = attrs.Factory(list)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunRecord:
+        """The read model of a ``runs`` row (through the typed :class:`RunRow`)."""
+        return cls(**RunRow.from_row(row).to_row())
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out: dict[str, Any] = converter().unstructure(self)
+        return out
 
 
-@dataclass
+@attrs.define
 class Target:
     """What a name resolved to: ``type`` is ``run_group``, ``run`` or ``experiment``."""
 
@@ -85,11 +83,8 @@ class Target:
     project: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _row_dict(cursor: sqlite3.Cursor, row: Sequence[Any]) -> dict[str, Any]:
-    return {d[0]: row[i] for i, d in enumerate(cursor.description)}
+        out: dict[str, Any] = converter().unstructure(self)
+        return out
 
 
 def _chunks(items: Sequence[str], size: int = 900) -> Iterator[Sequence[str]]:
@@ -97,129 +92,7 @@ def _chunks(items: Sequence[str], size: int = 900) -> Iterator[Sequence[str]]:
         yield items[i : i + size]
 
 
-class Transaction:
-    """What one write does, so that a failure can undo all of it.
-
-    SQLite rows are inserted inside ``BEGIN IMMEDIATE``; files are staged outside the store's
-    visible directories and renamed into place just before the commit; mirror lines are
-    appended last and their committed sizes stored in the same SQLite transaction.
-    """
-
-    def __init__(self, store: ExperimentStore) -> None:
-        self.store = store
-        self.conn = store._conn
-        self.placed: list[Path] = []
-        self.marker: Path | None = None  # .staging/<pid>-placing while placed files await the commit
-        self.mirror_lines: dict[str, list[str]] = {}
-        self.created: list[str] = []
-        self._ts: str | None = None
-
-    @property
-    def ts(self) -> str:
-        """This write's timestamp: now, but strictly after every metric file already recorded."""
-        if self._ts is None:
-            from datetime import timedelta
-
-            from ._util import fmt_time, parse_time
-
-            ts = now_text()
-            last = self.conn.execute("SELECT MAX(created_at) FROM metric_files").fetchone()[0]
-            if last and last >= ts:
-                ts = fmt_time(parse_time(last) + timedelta(microseconds=1))
-            self._ts = ts
-        return self._ts
-
-    # -- rows --------------------------------------------------------------------------
-    def mirror(self, table: str, row: dict[str, Any]) -> None:
-        self.mirror_lines.setdefault(table, []).append(json.dumps(row, sort_keys=True, default=str))
-
-    def insert(self, table: str, row: dict[str, Any]) -> None:
-        cols = list(row)
-        self.conn.execute(
-            f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-            [row[c] for c in cols],
-        )
-        self.mirror(table, row)
-
-    def ensure(
-        self,
-        table: str,
-        key: dict[str, Any],
-        row: dict[str, Any],
-        *,
-        what: str,
-        ignore: Iterable[str] = (),
-    ) -> bool:
-        """Insert ``row`` unless a row with ``key`` exists; an existing row must match. True if inserted."""
-        where = " AND ".join(f"{k} = ?" for k in key)
-        cur = self.conn.execute(f"SELECT * FROM {table} WHERE {where}", list(key.values()))
-        existing = cur.fetchone()
-        if existing is None:
-            self.insert(table, row)
-            return True
-        current = _row_dict(cur, existing)
-        skip = set(ignore)
-        diffs = [c for c, v in row.items() if c not in skip and current.get(c) != v]
-        if diffs:
-            raise ConflictError(
-                f"{what} already exists with different metadata ({', '.join(sorted(diffs))} differ)",
-                hint="records are insert-only; use a new name, or repeat the original request exactly",
-            )
-        return False
-
-    # -- files -------------------------------------------------------------------------
-    def staging_path(self, name: str) -> Path:
-        directory = self.store.root / STAGING_DIR
-        directory.mkdir(exist_ok=True)
-        return directory / f"{os.getpid()}-{name}"
-
-    def place(self, staged: Path, final: Path) -> None:
-        """Rename a fully written staged file to its final place (undone if the write fails)."""
-        if not inside(self.store.root, final.parent if final.parent.exists() else self.store.root):
-            raise UsageError(f"path {final} escapes the experiment store root")
-        final.parent.mkdir(parents=True, exist_ok=True)
-        if not inside(self.store.root, final):
-            raise UsageError(f"path {final} escapes the experiment store root")
-        if self.marker is None:  # a writer killed from here to the commit leaves placed, unindexed files
-            self.marker = self.staging_path(PLACING)
-            self.marker.touch()
-        os.replace(staged, final)
-        self.placed.append(final)
-
-    # -- commit / rollback ---------------------------------------------------------------
-    def _append_mirrors(self) -> None:
-        log_dir = self.store.root / APPEND_LOG
-        log_dir.mkdir(exist_ok=True)
-        for table, lines in self.mirror_lines.items():
-            path = log_dir / f"{table}.jsonl"
-            with open(path, "ab") as fh:
-                fh.write(("\n".join(lines) + "\n").encode("utf-8"))
-                fh.flush()
-                size = fh.tell()
-            self.conn.execute(
-                "INSERT OR REPLACE INTO append_log_offsets(name, size) VALUES (?, ?)", (f"{table}.jsonl", size)
-            )
-
-    def rollback(self, mirror_sizes: dict[str, int]) -> None:
-        try:
-            self.conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
-        for path in reversed(self.placed):
-            path.unlink(missing_ok=True)
-        log_dir = self.store.root / APPEND_LOG
-        for table in self.mirror_lines:
-            path = log_dir / f"{table}.jsonl"
-            size = mirror_sizes.get(f"{table}.jsonl")
-            if not path.exists():
-                continue
-            if size is None:
-                path.unlink(missing_ok=True)
-            elif path.stat().st_size > size:
-                os.truncate(path, size)
-
-
-class ExperimentStore:
+class ExperimentStore(StoreMaintenance):
     """A local experiment store (see the package docstring for the read API)."""
 
     def __init__(self, root: Path, manifest: dict[str, Any], conn: sqlite3.Connection) -> None:
@@ -312,109 +185,6 @@ class ExperimentStore:
                 return cls(root, manifest, conn), True
         return cls.open(root), False
 
-    def _migrate(self) -> None:
-        with self.lock:
-            manifest = self._read_manifest(self.root)
-            version = str(manifest.get("schema_version", ""))
-            if version == schema.SCHEMA_VERSION:
-                self.manifest = manifest
-                return
-            conn = self._conn
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                steps = schema.apply(conn, version)
-                # mirrors written by older releases are committed history: record their sizes so
-                # crash repair never trims them
-                log_dir = self.root / APPEND_LOG
-                if log_dir.is_dir():
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO append_log_offsets(name, size) VALUES (?, ?)",
-                        [(p.name, p.stat().st_size) for p in sorted(log_dir.glob("*.jsonl"))],
-                    )
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
-                raise ConfigError(
-                    f"migrate experiment store {self.root} {version or 'expstore.v0'} -> {schema.SCHEMA_VERSION}: "
-                    f"{exc}",
-                    hint="the store was left unchanged; restore it from a copy or report the problem",
-                ) from None
-            for d in (APPEND_LOG, METRICS, ARTIFACTS):
-                (self.root / d).mkdir(exist_ok=True)
-            manifest.update(
-                schema_version=schema.SCHEMA_VERSION, kind=schema.STORE_KIND, updated_at=now_text(),
-                index=INDEX, append_log_dir=APPEND_LOG, metrics_dir=METRICS, artifacts_dir=ARTIFACTS,
-            )
-            manifest.setdefault("project", "")
-            manifest.setdefault("experiment_id", "")
-            manifest.setdefault("created_at", manifest["updated_at"])
-            atomic_write_json(self.root / MANIFEST, manifest)
-            self.manifest = manifest
-            self.warnings.append(f"migrated experiment store schema: {', '.join(steps) or 'tables refreshed'}")
-            self.ensure_summaries(wait=True)
-
-    def ensure_summaries(self, *, wait: bool = False) -> list[str]:
-        """Summarize metric files that have no summary yet (files from older writers or stores).
-
-        Takes the writer lock; when another writer holds it and ``wait`` is false, the backfill is
-        skipped with a warning instead of failing the read.  Returns the warnings.
-        """
-        pending = self.query(
-            "SELECT file_id FROM metric_files WHERE file_id NOT IN (SELECT file_id FROM metric_summary_files) LIMIT 1")
-        if not pending:
-            return []
-        if not wait and not self.lock.try_acquire():
-            warning = "metric summary backfill skipped because the experiment store writer lock is busy"
-            self.warnings.append(warning)
-            return [warning]
-        if wait:
-            self.lock.acquire()
-        try:
-            return self._backfill_summaries()
-        finally:
-            self.lock.release()
-
-    def _backfill_summaries(self) -> list[str]:
-        import polars as pl
-
-        from .summaries import fold_file_summaries, summarize_frame
-
-        warnings: list[str] = []
-        files = self.query(
-            "SELECT * FROM metric_files WHERE file_id NOT IN (SELECT file_id FROM metric_summary_files) "
-            "ORDER BY created_at, file_id")
-        with self._mutex:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                for f in files:
-                    if f["format"] != "parquet":
-                        warnings.append(f"metric summary backfill skipped non-parquet metric file {f['path']}")
-                        continue
-                    try:
-                        df = pl.read_parquet(self._metric_path(f["path"]),
-                                             columns=["metric_name", "step", "wall_time", "value"])
-                    except (OSError, ConfigError) as exc:
-                        warnings.append(f"metric summary backfill skipped unreadable metric file {f['path']}: {exc}")
-                        continue
-                    except Exception as exc:  # a corrupt or foreign Parquet file
-                        warnings.append(f"metric summary backfill skipped unparsable metric file {f['path']}: {exc}")
-                        continue
-                    frame = df.select(
-                        pl.col("metric_name").cast(pl.String).str.strip_chars(), pl.col("step").cast(pl.Int64),
-                        pl.col("wall_time").cast(pl.Datetime("us")).dt.epoch("us").alias("wall_time_us"),
-                        pl.col("value").cast(pl.Float64),
-                    ).filter(pl.col("metric_name") != "")
-                    summaries = {k: v for k, v in summarize_frame(frame).items()}
-                    fold_file_summaries(self._conn, run_id=f["run_id"], project=f["project"],
-                                        run_group_id=f["run_group_id"], file_id=f["file_id"],
-                                        created_at=f["created_at"], summaries=summaries, summarized_at=now_text())
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-        self.warnings.extend(warnings)
-        return warnings
-
     def close(self) -> None:
         with self._mutex:
             self._conn.close()
@@ -443,7 +213,8 @@ class ExperimentStore:
             cols = [d[0] for d in cur.description] if cur.description else []
             return [dict(zip(cols, r, strict=True)) for r in rows]
 
-    def _in(self, sql_prefix: str, ids: Sequence[str], suffix: str = "", params: Sequence[Any] = ()) -> list[dict]:
+    def _in(self, sql_prefix: str, ids: Sequence[str], suffix: str = "",
+            params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for chunk in _chunks(list(ids)):
             out.extend(self.query(f"{sql_prefix} ({', '.join('?' * len(chunk))}) {suffix}", [*chunk, *params]))
@@ -502,8 +273,7 @@ class ExperimentStore:
             rid = r["run_id"]
             state, ok, reasons = classify(r, tags[rid], by_run[rid], min_step=min_step,
                                           metric_filters=metric_filters)
-            rec = RunRecord(**{c: r.get(c) for c in RUN_COLUMNS})  # type: ignore[arg-type]
-            rec.experiment_id = rec.experiment_id or ""
+            rec = RunRecord.from_row(r)
             rec.tags = tags[rid]
             rec.metric_names = sorted(s["metric_name"] for s in by_run[rid])
             rec.lifecycle_state, rec.successful, rec.success_reasons = state, ok, reasons
@@ -766,53 +536,6 @@ class ExperimentStore:
         )
 
     # -- writes ------------------------------------------------------------------------
-    def _repair(self, *, full: bool = False) -> list[str]:
-        """Undo what a killed writer left behind (called with the writer lock held); returns what was removed.
-
-        Staged files of dead writers go; when a dead writer was placing files (its ``-placing``
-        marker remains), or with ``full`` (``experiment fsck``), every placed file the index does
-        not reference goes too (:func:`orphans`).
-        """
-        removed: list[str] = []
-        staging = self.root / STAGING_DIR
-        if staging.is_dir():
-            for entry in staging.iterdir():
-                pid_text = entry.name.split("-", 1)[0]
-                if not pid_text.isdigit() or not pid_alive(int(pid_text)):
-                    full = full or entry.name.endswith("-" + PLACING)
-                    removed.append(entry.relative_to(self.root).as_posix())
-                    if entry.is_dir():
-                        shutil.rmtree(entry, ignore_errors=True)
-                    else:
-                        entry.unlink(missing_ok=True)
-        if full:
-            for rel in self.orphans():
-                (self.root / rel).unlink(missing_ok=True)
-                removed.append(rel)
-        committed = {r["name"]: r["size"] for r in self.query("SELECT name, size FROM append_log_offsets")}
-        log_dir = self.root / APPEND_LOG
-        if log_dir.is_dir():
-            for path in log_dir.glob("*.jsonl"):
-                size = committed.get(path.name)
-                if size is None:
-                    path.unlink(missing_ok=True)
-                elif path.stat().st_size > size:
-                    os.truncate(path, size)
-        return removed
-
-    def orphans(self) -> list[str]:
-        """Placed files the index does not reference: metric files and imported history copies."""
-        known = {r["path"] for r in self.query("SELECT path FROM metric_files")}
-        known |= {r["uri"] for r in self.query("SELECT uri FROM artifacts")}
-        found = [p for p in (self.root / METRICS).rglob("*") if p.is_file() and not p.is_symlink()]
-        found += [p for p in (self.root / ARTIFACTS).glob("*/jsonl/*") if p.is_file() and not p.is_symlink()]
-        return sorted(rel for rel in (p.relative_to(self.root).as_posix() for p in found) if rel not in known)
-
-    def fsck(self) -> list[str]:
-        """Recover under the writer lock: remove dead writers' staged files and every unreferenced placed file."""
-        with self._mutex, self.lock:
-            return self._repair(full=True)
-
     @contextmanager
     def writing(self) -> Iterator[Transaction]:
         """Hold the writer lock and an immediate SQLite transaction; undo everything on failure."""

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 MAX_LEVEL = 512  # the default budget of 1,200 points per series uses 512 buckets
 
 
@@ -68,86 +70,121 @@ def _little(a: array[Any]) -> array[Any]:
     return a
 
 
-def file_chunks(path: Path) -> Iterator[tuple[Any, Any, Any]]:
-    """A metric file's ``(metric_name dictionary array, step, value)`` one row group at a time."""
+#: One chunk of a metric file: its metric names, then per point the name's code, step and value.
+Chunk = tuple[list[str], Any, Any, Any]
+
+
+def file_chunks(path: Path) -> Iterator[Chunk]:
+    """A metric file's chunks (see :data:`Chunk`), one row group at a time."""
+    import polars as pl
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(path, read_dictionary=["metric_name"])
     for g in range(pf.num_row_groups):
         table = pf.read_row_group(g, columns=["metric_name", "step", "value"])
-        yield (table.column("metric_name").combine_chunks(), table.column("step").combine_chunks(),
-               table.column("value").combine_chunks())
+        codes = table.column("metric_name").combine_chunks()
+        yield (codes.dictionary.to_pylist(), pl.Series(codes.indices), pl.Series(table.column("step").combine_chunks()),
+               pl.Series(table.column("value").combine_chunks()))
+
+
+@attrs.define
+class _Scan:
+    """Per candidate series: whether it is clean (one rising block per chunk), rows seen, first/last point."""
+
+    n: int
+    clean: list[bool] = attrs.field(init=False)
+    rows_seen: list[int] = attrs.field(init=False)
+    last_step: list[int | None] = attrs.field(init=False)
+    ends: dict[int, list[tuple[int, float]]] = attrs.Factory(dict)
+
+    def __attrs_post_init__(self) -> None:
+        self.clean, self.rows_seen, self.last_step = [True] * self.n, [0] * self.n, [None] * self.n
+
+    def chunk(self, frame: Any) -> None:
+        """A clean series is one contiguous block per chunk with strictly rising steps."""
+        import polars as pl
+
+        runs = frame.select(pl.col("_m").rle()).unnest("_m")
+        lengths = runs["len"].cast(pl.Int64)
+        starts = lengths.cum_sum() - lengths
+        step, value = frame["step"], frame["value"]
+        bad = set(frame.select(pl.col("_m").filter(
+            pl.col("step").is_null() | ((pl.col("step").diff() <= 0) & (pl.col("_m") == pl.col("_m").shift(1)))
+        )).to_series().unique().to_list())
+        seen_here: set[int] = set()
+        for code, s0, v0, s1, v1, n in zip(runs["value"].to_list(), step.gather(starts).to_list(),
+                                           value.gather(starts).to_list(), step.gather(starts + lengths - 1).to_list(),
+                                           value.gather(starts + lengths - 1).to_list(), lengths.to_list(),
+                                           strict=True):
+            prev = self.last_step[code]
+            if code in seen_here or code in bad or s0 is None or (prev is not None and s0 <= prev):
+                self.clean[code] = False
+            seen_here.add(code)
+            self.rows_seen[code] += n
+            self.last_step[code] = s1
+            self.ends.setdefault(code, [(s0, v0)])
+            self.ends[code][1:] = [(s1, v1)]
+
+
+def _buckets(frame: Any, first: Any, span: Any) -> Any:
+    """Each series' finest buckets with their minimum and maximum point."""
+    import polars as pl
+
+    fine = (pl.col("step") - pl.lit(first).gather(pl.col("_m"))) * MAX_LEVEL // pl.lit(span).gather(pl.col("_m"))
+    keyed = frame.select((pl.col("_m").cast(pl.Int64) * (2 * MAX_LEVEL) + fine).alias("_k"), "step", "value")
+    lo, hi = pl.col("value").arg_min(), pl.col("value").arg_max()
+    return keyed.group_by("_k", maintain_order=True).agg(
+        pl.col("step").get(lo).alias("_lo"), pl.col("value").get(lo).alias("_lov"),
+        pl.col("step").get(hi).alias("_hi"), pl.col("value").get(hi).alias("_hiv"),
+    ).select((pl.col("_k") // (2 * MAX_LEVEL)).cast(pl.Int32).alias("_m"),
+             (pl.col("_k") % (2 * MAX_LEVEL)).alias("_b"), "_lo", "_lov", "_hi", "_hiv")
+
+
+def _candidates(summaries: dict[str, dict[str, Any]]) -> list[str]:
+    """Series worth a display copy: every value finite, a step range, enough points for the coarsest level."""
+    return sorted(m for m, s in summaries.items()
+                  if s.get("count") and s.get("finite_count") == s.get("count") and s.get("min_step") is not None
+                  and s.get("max_step") is not None and int(s["count"]) > 4)
 
 
 def display_levels(
-    path: Path, summaries: dict[str, dict[str, Any]], chunks: Iterable[tuple[Any, Any, Any]] | None = None,
+    path: Path, summaries: dict[str, dict[str, Any]], chunks: Iterable[Chunk] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows for ``metric_display`` from a finished metric file and its per-metric summaries.
 
-    ``chunks`` are the file's rows as written, in order (``(metric_name dictionary array, step,
-    value)``), when the writer kept them; otherwise the file is read back one row group at a
-    time (memory bounded by the row group).  Metric names stay dictionary codes: every grouping
-    runs over integers.
+    ``chunks`` are the file's rows as written, in order (:data:`Chunk`), when the writer kept
+    them; otherwise the file is read back one row group at a time (memory bounded by the row
+    group).  Metric names stay integer codes: every grouping runs over integers.
     """
     import polars as pl
 
-    # Candidates: every value finite, a step range, and enough points for the coarsest level.
-    names = sorted(m for m, s in summaries.items()
-                   if s.get("count") and s.get("finite_count") == s.get("count") and s.get("min_step") is not None
-                   and s.get("max_step") is not None and int(s["count"]) > 4)
+    names = _candidates(summaries)
     if not names:
         return []
     index = {m: i for i, m in enumerate(names)}
     first = pl.Series([int(summaries[m]["min_step"]) for m in names], dtype=pl.Int64)
     span = pl.Series([int(summaries[m]["max_step"]) - int(summaries[m]["min_step"]) + 1 for m in names],
                      dtype=pl.Int64)
-    clean = [True] * len(names)
-    rows_seen = [0] * len(names)
-    last_step: list[int | None] = [None] * len(names)
-    ends: dict[int, list[tuple[int, float]]] = {}
-    parts = []
-    for codes, steps, values in (file_chunks(path) if chunks is None else chunks):
-        # this row group's dictionary codes -> candidate index (-1: not a candidate)
-        lookup = pl.Series([index.get(str(v), -1) for v in codes.dictionary.to_pylist()], dtype=pl.Int32)
-        frame = pl.DataFrame({
-            "_m": pl.Series(codes.indices).cast(pl.Int32), "step": pl.Series(steps), "value": pl.Series(values),
-        }).select(pl.lit(lookup).gather(pl.col("_m")).alias("_m"), "step", "value").filter(pl.col("_m") >= 0)
-        if frame.height == 0:
-            continue
-        # A clean series is one contiguous block per row group with strictly rising steps.
-        runs = frame.select(pl.col("_m").rle()).unnest("_m")
-        lengths = runs["len"].cast(pl.Int64)
-        starts = lengths.cum_sum() - lengths
-        run_codes = runs["value"].to_list()
-        step, value = frame["step"], frame["value"]
-        bad = set(frame.select(pl.col("_m").filter(
-            pl.col("step").is_null() | ((pl.col("step").diff() <= 0) & (pl.col("_m") == pl.col("_m").shift(1)))
-        )).to_series().unique().to_list())
-        seen_here: set[int] = set()
-        for code, s0, v0, s1, v1, n in zip(run_codes, step.gather(starts).to_list(), value.gather(starts).to_list(),
-                                           step.gather(starts + lengths - 1).to_list(),
-                                           value.gather(starts + lengths - 1).to_list(), lengths.to_list(),
-                                           strict=True):
-            prev = last_step[code]
-            if code in seen_here or code in bad or s0 is None or (prev is not None and s0 <= prev):
-                clean[code] = False
-            seen_here.add(code)
-            rows_seen[code] += n
-            last_step[code] = s1
-            ends.setdefault(code, [(s0, v0)])
-            ends[code][1:] = [(s1, v1)]
-        fine = (pl.col("step") - pl.lit(first).gather(pl.col("_m"))) * MAX_LEVEL // pl.lit(span).gather(pl.col("_m"))
-        keyed = frame.select((pl.col("_m").cast(pl.Int64) * (2 * MAX_LEVEL) + fine).alias("_k"), "step", "value")
-        lo, hi = pl.col("value").arg_min(), pl.col("value").arg_max()
-        parts.append(keyed.group_by("_k", maintain_order=True).agg(
-            pl.col("step").get(lo).alias("_lo"), pl.col("value").get(lo).alias("_lov"),
-            pl.col("step").get(hi).alias("_hi"), pl.col("value").get(hi).alias("_hiv"),
-        ).select((pl.col("_k") // (2 * MAX_LEVEL)).cast(pl.Int32).alias("_m"),
-                 (pl.col("_k") % (2 * MAX_LEVEL)).alias("_b"), "_lo", "_lov", "_hi", "_hiv"))
-    good = [i for i, m in enumerate(names) if clean[i] and rows_seen[i] == int(summaries[m]["count"]) and i in ends]
+    scan, parts = _Scan(len(names)), []
+    for metrics, codes, steps, values in (file_chunks(path) if chunks is None else chunks):
+        lookup = pl.Series([index.get(str(v), -1) for v in metrics], dtype=pl.Int32)  # code -> candidate
+        frame = pl.DataFrame({"_m": codes.cast(pl.Int32), "step": steps, "value": values}).select(
+            pl.lit(lookup).gather(pl.col("_m")).alias("_m"), "step", "value").filter(pl.col("_m") >= 0)
+        if frame.height:
+            scan.chunk(frame)
+            parts.append(_buckets(frame, first, span))
+    good = [i for i, m in enumerate(names)
+            if scan.clean[i] and scan.rows_seen[i] == int(summaries[m]["count"]) and i in scan.ends]
     if not good or not parts:
         return []
-    level_frame = _extremes(pl.concat(parts).filter(pl.col("_m").is_in(good)))
+    return _levels(names, summaries, scan, _extremes(pl.concat(parts).filter(pl.col("_m").is_in(good))), good)
+
+
+def _levels(names: list[str], summaries: dict[str, dict[str, Any]], scan: _Scan, level_frame: Any,
+            good: list[int]) -> list[dict[str, Any]]:
+    """Coarser levels by merging bucket pairs; each level's points are its buckets' extremes and the ends."""
+    import polars as pl
+
     out: list[dict[str, Any]] = []
     for k in levels():
         if k != MAX_LEVEL:
@@ -161,7 +198,7 @@ def display_levels(
         )
         for r in per.iter_rows(named=True):
             i = r["_m"]
-            (s0, v0), (s1, v1) = ends[i][0], ends[i][-1]
+            (s0, v0), (s1, v1) = scan.ends[i][0], scan.ends[i][-1]
             kept = {s0: v0, s1: v1}
             kept.update(zip(r["_lo"], r["_lov"], strict=True))
             kept.update(zip(r["_hi"], r["_hiv"], strict=True))

@@ -20,6 +20,9 @@ from .summaries import merge, summarize_frame
 SCHEMA_HASH = sha256_text(",".join(schema.METRIC_SCHEMA_COLUMNS))
 
 
+#: One chunk as Arrow columns (metric names as a dictionary, steps, wall times, values), its min and max
+#: step, and the chunk as the display copy reads it (names, then polars codes, steps and values).
+Columns = tuple[Any, Any, Any, Any, int | None, int | None, tuple[list[str], Any, Any, Any]]
 KEEP_CHUNK_ROWS = 4_000_000  # ~64 MB of steps and values
 CONSTANT_COLUMNS = ("project", "run_group_id", "run_id", "unit", "source", "split", "tags")
 
@@ -72,7 +75,7 @@ class MetricFileWriter:
         self._const_rows = 0
         # the chunks as written (metric codes, steps, values), kept for the display copy while
         # the file is small; a larger file is read back instead (see store/display.py)
-        self.chunks: list[tuple[Any, Any, Any]] | None = [] if keep_chunks else None
+        self.chunks: list[tuple[list[str], Any, Any, Any]] | None = [] if keep_chunks else None
         self._zeros: Any = None
         self._nulls: Any = None
 
@@ -90,16 +93,11 @@ class MetricFileWriter:
         ``summary`` may be precomputed (by a parser thread) with ``ordinal_offset`` equal to the
         rows written before this chunk.
         """
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        if wide is not None:
-            names, steps, walls, values = self._columns_from_wide(wide)
-        else:
-            names, steps, walls, values = self._columns_from_long(frame)
-        n = len(values)
-        if n == 0:
+        cols = self._columns_from_wide(wide) if wide is not None else self._columns_from_long(frame)
+        if cols is None:
             return
+        names, steps, walls, values, lo, hi, polars_chunk = cols
+        n = len(values)
         if summary is None:
             from .summaries import summarize_wide
 
@@ -114,18 +112,24 @@ class MetricFileWriter:
                 key_old = (old["latest_step"] is not None, old["latest_step"] or 0,
                            old["latest_wall_time"] is not None, old["latest_wall_time"] or 0, old["_ordinal"])
             self.summaries[name] = merge(old, s, old_key=key_old, new_key=key_new)
-        mm = pc.min_max(steps).as_py()
-        if mm["min"] is not None:
-            self.min_step = mm["min"] if self.min_step is None else min(self.min_step, mm["min"])
-            self.max_step = mm["max"] if self.max_step is None else max(self.max_step, mm["max"])
+        if lo is not None and hi is not None:
+            self.min_step = lo if self.min_step is None else min(self.min_step, lo)
+            self.max_step = hi if self.max_step is None else max(self.max_step, hi)
         self.rows += n
         if self.chunks is not None:
             if self.rows <= KEEP_CHUNK_ROWS:
-                self.chunks.append((names, steps, values))
+                self.chunks.append(polars_chunk)
             else:
                 self.chunks = None
-        if self.path is None:
-            return
+        if self.path is not None:
+            self._append(names, steps, walls, values, tags)
+
+    def _append(self, names: Any, steps: Any, walls: Any, values: Any, tags: dict[str, str]) -> None:
+        """One chunk as a Parquet row group (pyarrow's core and parquet modules only, never compute)."""
+        import pyarrow as pa
+
+        assert self.path is not None
+        n = len(values)
         tags_json = json.dumps(tags, sort_keys=True, separators=(",", ":"))
 
         if self._const_rows < n:  # one all-zero and one all-null index array, sliced per chunk
@@ -141,7 +145,7 @@ class MetricFileWriter:
         table = pa.Table.from_arrays(
             [
                 const(self.project), const(self.run_group_id), const(self.run_id), names, steps,
-                walls.cast(pa.timestamp("us", tz="UTC")), values, const(self.unit), const(self.source),
+                walls, values, const(self.unit), const(self.source),
                 const(self.split), const(tags_json),
             ],
             schema=self._schema,
@@ -161,41 +165,47 @@ class MetricFileWriter:
         self._writer.write_table(table, row_group_size=1 << 20)
 
     @staticmethod
-    def _columns_from_long(frame: Any) -> tuple[Any, Any, Any, Any]:
+    def _arrow_columns(codes: Any, metrics: list[str], long: Any) -> Columns | None:
+        """Arrow columns of a long polars frame ``step, wall_time_us, value`` plus int32 metric ``codes``.
+
+        The dtypes come out of polars exactly as the file stores them (no Arrow casts, so
+        ``pyarrow.compute`` is never imported).
+        """
         import polars as pl
         import pyarrow as pa
-        import pyarrow.compute as pc
 
-        names = pc.dictionary_encode(frame["metric_name"].to_arrow().cast(pa.string()))
-        names = pa.DictionaryArray.from_arrays(names.indices.cast(pa.int32()), names.dictionary)
-        return (names, frame["step"].cast(pl.Int64).to_arrow(), frame["wall_time_us"].cast(pl.Int64).to_arrow(),
-                frame["value"].cast(pl.Float64).to_arrow())
+        if long.height == 0:
+            return None
+        names = pa.DictionaryArray.from_arrays(codes.cast(pl.Int32).to_arrow(), pa.array(metrics, pa.string()))
+        walls = long["wall_time_us"].cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
+        step = long["step"].cast(pl.Int64)
+        lo, hi = step.min(), step.max()
+        value = long["value"].cast(pl.Float64)
+        return (names, step.to_arrow(), walls.to_arrow(), value.to_arrow(), None if lo is None else int(lo),
+                None if hi is None else int(hi), (metrics, codes.cast(pl.Int32), step, value))
 
-    @staticmethod
-    def _columns_from_wide(wide: Any) -> tuple[Any, Any, Any, Any]:
+    @classmethod
+    def _columns_from_long(cls, frame: Any) -> Columns | None:
+        import polars as pl
+
+        metrics = frame["metric_name"].unique(maintain_order=True)
+        codes = frame["metric_name"].replace_strict(metrics, pl.int_range(0, metrics.len(), eager=True),
+                                                    return_dtype=pl.Int32)
+        return cls._arrow_columns(codes, metrics.to_list(), frame)
+
+    @classmethod
+    def _columns_from_wide(cls, wide: Any) -> Columns | None:
         """Long columns without materialising a metric-name string per point."""
         import polars as pl
-        import pyarrow as pa
 
         metrics = [c for c in wide.columns if c not in ("step", "wall_time_us")]
-        idx, steps, walls, values = [], [], [], []
-        for k, m in enumerate(metrics):
-            part = wide.select("step", "wall_time_us", m)
-            if part[m].null_count():
-                part = part.filter(pl.col(m).is_not_null())
-            if part.height == 0:
-                continue
-            idx.append(pa.repeat(pa.scalar(k, pa.int32()), part.height))
-            steps.append(part["step"].to_arrow())
-            walls.append(part["wall_time_us"].to_arrow())
-            values.append(part[m].to_arrow())
-        if not values:
-            empty = pa.array([], pa.int64())
-            return (pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string())), empty,
-                    empty, pa.array([], pa.float64()))
-        names = pa.DictionaryArray.from_arrays(pa.concat_arrays(idx), pa.array(metrics, pa.string()))
-        return (names, pa.concat_arrays(steps), pa.concat_arrays(walls).cast(pa.int64()),
-                pa.concat_arrays(values).cast(pa.float64()))
+        parts = [wide.select(pl.lit(k, pl.Int32).alias("_m"), "step", "wall_time_us",
+                             pl.col(m).cast(pl.Float64).alias("value")).drop_nulls("value")
+                 for k, m in enumerate(metrics)]
+        if not parts:
+            return None
+        long = pl.concat(parts, rechunk=True)
+        return cls._arrow_columns(long["_m"], metrics, long)
 
     def close(self) -> str | None:
         """Finish the file; returns its sha256 (None when nothing was written)."""

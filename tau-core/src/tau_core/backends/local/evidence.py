@@ -7,103 +7,76 @@ Each row's numeric fields become ``tau.metrics.scalar.v2`` records keyed by ``_s
 At the end the terminal ``tau/run_status`` marker (value 1 succeeded, -1 failed, -2 cancelled) is written.
 
 The store is found through the plugin host (the telemetry sink registered as ``experiment-store``),
-never by importing its package: ``tau_core`` does not depend on ``taugrid-portal``.  Without it the
-bridge records why evidence was skipped, and the run itself is unaffected.
+never by importing its package: ``tau_core`` does not depend on ``taugrid-portal``.  Everything goes
+through the sink in-process: ``register_run`` before the first metric (idempotent by run id),
+``write`` for the chunks and the marker, ``update_status`` for the final state and ``render_evidence``
+for the run's static Stellar page.  Without the store the bridge records why evidence was skipped
+(and how to install it), and the run itself is unaffected.
 """
 
 from __future__ import annotations
 
 import glob
 import hashlib
-import json
-import math
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tau_core import telemetry
 from tau_core.backends.local import paths
 from tau_core.backends.local.registry import RunDir, now_iso, read_json
 from tau_core.fsutil import write_json_atomic
+from tau_core.telemetry import RUN_STATUS_METRIC as STATUS_METRIC
+from tau_core.telemetry import RUN_STATUS_VALUES as STATUS_VALUES
+from tau_core.telemetry import JsonlFields, ScalarRecord
 
 SINK_NAME = "experiment-store"
-STATUS_METRIC = "tau/run_status"
-STATUS_VALUES = {"succeeded": 1.0, "failed": -1.0, "cancelled": -2.0}
 SOURCE = "tau-local"
 PORTAL_INSTALL = "pip install taugrid-portal"
 EVIDENCE_FILE = "evidence.json"
+STELLAR_PAGE = "stellar.html"
+#: The evidence protocol: every chunk row carries ``_step`` and a ``_timestamp``.
+CHUNK_FIELDS = JsonlFields(require_time=True)
+
+__all__ = ["STATUS_METRIC", "STATUS_VALUES", "EvidenceBridge", "EvidenceError", "parse_chunk", "read_evidence"]
 
 
 class EvidenceError(Exception):
     pass
 
 
-def parse_chunk(path: Path) -> list[dict[str, Any]]:
-    """Rows of one closed JSONL chunk; each must carry a numeric ``_step`` and a positive ``_timestamp``."""
-    rows: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EvidenceError(f"{path.name} line {lineno}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise EvidenceError(f"{path.name} line {lineno}: row must contain exactly one JSON object")
-            step, ts = row.get("_step"), row.get("_timestamp")
-            if isinstance(step, bool) or not isinstance(step, int | float):
-                raise EvidenceError(f"{path.name} line {lineno}: missing required numeric _step field")
-            if isinstance(ts, bool) or not isinstance(ts, int | float) or not ts > 0 or not math.isfinite(ts):
-                raise EvidenceError(
-                    f"{path.name} line {lineno}: _timestamp must be a valid positive Unix epoch-seconds value")
-            rows.append(row)
-    return rows
+def parse_chunk(path: Path) -> telemetry.ScalarColumns:
+    """Points of one closed JSONL chunk, parsed by the shared history parser (:mod:`tau_core.telemetry`)."""
+    try:
+        return telemetry.parse_jsonl_file(path, CHUNK_FIELDS)
+    except telemetry.JsonlRowError as exc:
+        raise EvidenceError(f"{path.name} {exc}") from None
 
 
-def rows_to_records(rows: list[dict[str, Any]], *, ident: Mapping[str, str], history_file: str,
-                    attempt: int) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    for row in rows:
-        step = int(row["_step"])
-        wall = datetime.fromtimestamp(float(row["_timestamp"]), UTC)
-        for key, value in row.items():
-            if key.startswith("_") or isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            if not math.isfinite(float(value)):
-                raise EvidenceError(f"{history_file}: metric {key!r} must be a finite number")
-            records.append({
-                "project": ident["project"], "run_group_id": ident["group"], "run_id": ident["run_id"],
-                "experiment_id": ident.get("experiment", ""),
-                "metric_name": key, "step": step, "wall_time": wall, "value": float(value), "unit": None,
-                "source": SOURCE, "split": None,
-                "tags": {"jsonl.history_file": history_file, "jsonl.raw_key": key,
-                         "tau_retry_attempt": str(max(attempt - 1, 0))},
-            })
-    return records
+def chunk_records(points: telemetry.ScalarColumns, *, ident: Mapping[str, str], history_file: str,
+                  attempt: int) -> list[ScalarRecord]:
+    """Scalar records of one chunk's points, tagged with the chunk and the retry attempt."""
+    attempt_tag = str(max(attempt - 1, 0))
+    return [
+        ScalarRecord(run_id=ident["run_id"], metric_name=name, value=value, step=step,
+                     wall_time=telemetry.from_us(wall), project=ident["project"], run_group_id=ident["group"],
+                     experiment_id=ident.get("experiment", ""), source=SOURCE,
+                     tags={"jsonl.history_file": history_file, "jsonl.raw_key": name,
+                           "tau_retry_attempt": attempt_tag})
+        for name, step, wall, value in zip(points.metric_name, points.step, points.wall_time_us, points.value,
+                                           strict=True)
+    ]
 
 
 def status_record(ident: Mapping[str, str], state: str, reason: str, message: str, completed_at: datetime,
-                  artifact_uri: str, checkpoint_uri: str) -> dict[str, Any]:
-    return {
-        "project": ident["project"], "run_group_id": ident["group"], "run_id": ident["run_id"],
-        "experiment_id": ident.get("experiment", ""),
-        "metric_name": STATUS_METRIC, "step": 0, "wall_time": completed_at, "value": STATUS_VALUES[state],
-        "unit": None, "source": f"{SOURCE}-status", "split": None,
-        "tags": {"tau.status.state": state, "tau.status.reason": reason, "tau.status.message": message,
-                 "tau.status.artifact_uri": artifact_uri, "tau.status.checkpoint_uri": checkpoint_uri},
-    }
-
-
-def find_portal_cli() -> str | None:
-    beside = Path(sys.executable).parent / "taugrid-portal"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which("taugrid-portal")
+                  artifact_uri: str, checkpoint_uri: str) -> ScalarRecord:
+    return telemetry.status_record(
+        run_id=ident["run_id"], project=ident["project"], run_group_id=ident["group"],
+        experiment_id=ident.get("experiment", ""), state=state, completed_at=completed_at, source=f"{SOURCE}-status",
+        tags={"tau.status.reason": reason, "tau.status.message": message, "tau.status.artifact_uri": artifact_uri,
+              "tau.status.checkpoint_uri": checkpoint_uri})
 
 
 class EvidenceBridge:
@@ -140,60 +113,45 @@ class EvidenceBridge:
                 return None
             factory = registry[SINK_NAME].load()
             self.sink = factory(store=str(self.store))
-            register = getattr(self.sink, "record_run", None)
-            if callable(register):
-                register(**self._run_meta(state="running"))
-            elif not self.state.get("registered"):
-                self._register_with_cli()
         except Exception as exc:
             self.unavailable = f"experiment store unavailable: {type(exc).__name__}: {exc}"
             self.sink = None
+            return None
+        if not self.state.get("registered"):
+            self._register()
         return self.sink
 
-    def _register_with_cli(self) -> None:
-        """Record the run (experiment, output directory, config) with ``taugrid-portal experiment track``.
+    def _register(self) -> None:
+        """Record the run (experiment, output directory, config) through the sink's ``register_run``.
 
-        Used when the sink offers no ``record_run``: the metric sink creates bare runs, and the run's
-        identity must exist before its first metric file so Stellar can link the output directory.
+        Before the first metric, so Stellar can link the output directory.  Idempotent: the key is the
+        run id, and the metadata comes from the run's own record, so a bridge restarted after a crash
+        registers the same run again as a no-op.
         """
-        cli = find_portal_cli()
-        if cli is None:
+        register = getattr(self.sink, "register_run", None)
+        if not callable(register):
+            self.state["registered"] = False
             return
-        meta = self._run_meta(state="running")
-        argv = [cli, "experiment", "track", self.ident["run_id"], "--store", str(self.store),
-                "--project", self.ident["project"], "--group", self.ident["group"], "--state", "running",
-                "--owner", str(meta["owner"]), "--result-uri", meta["result_uri"],
-                "--log-uri", self.run_dir.log_file.as_uri(), "--command", meta["tau_command"],
-                "--idempotency-key", f"tau-local-{self.ident['run_id']}", "-o", "json"]
-        if self.ident["experiment"]:
-            argv += ["--experiment", self.ident["experiment"]]
-        if meta.get("created_at"):
-            argv += ["--created-at", str(meta["created_at"])]
-        if meta.get("config_hash"):
-            argv += ["--config-hash", str(meta["config_hash"])]
-        config_path = self.plan.get("config_path")
-        if config_path and Path(config_path).is_file():
-            argv += ["--config", str(config_path)]
-        for key, value in meta["tags"].items():
-            argv += ["--tag", f"{key}={value}"]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
-                              stdin=subprocess.DEVNULL, env={**self.env, "NO_COLOR": "1"})
-        if proc.returncode == 0:
-            self.state["registered"] = True
-        else:
-            last = (proc.stderr or proc.stdout or "").strip().splitlines()
-            self.state["error"] = "recording the run: " + (last[-1] if last else f"exit code {proc.returncode}")
+        try:
+            register(self.registration())
+        except Exception as exc:
+            self.state["error"] = f"recording the run: {type(exc).__name__}: {exc}"
+            return
+        self.state["registered"] = True
 
-    def _run_meta(self, *, state: str, completed_at: str | None = None) -> dict[str, Any]:
+    def registration(self) -> telemetry.RunRegistration:
+        """The run as the sink records it (state ``running``)."""
         record = self.run_dir.read()
-        return {
-            "run_id": self.ident["run_id"], "project": self.ident["project"], "run_group_id": self.ident["group"],
-            "experiment_id": self.ident["experiment"], "state": state, "owner": self.env.get("USER", "local"),
-            "created_at": record.get("created_at"), "started_at": record.get("started_at"),
-            "completed_at": completed_at, "config_hash": self.plan.get("config_hash") or None,
-            "result_uri": self.output.as_uri(), "tau_command": " ".join(self.plan.get("argv") or []),
-            "tags": {"tau.backend": "local", "tau.target": str(self.plan.get("name") or "")},
-        }
+        config_path = self.plan.get("config_path")
+        return telemetry.RunRegistration(
+            run_id=self.ident["run_id"], project=self.ident["project"], run_group_id=self.ident["group"],
+            experiment_id=self.ident["experiment"], state="running", owner=self.env.get("USER", "local"),
+            created_at=record.get("created_at"), config_hash=self.plan.get("config_hash") or None,
+            config_path=str(config_path) if config_path and Path(config_path).is_file() else None,
+            result_uri=self.output.as_uri(), log_uri=self.run_dir.log_file.as_uri(),
+            tau_command=" ".join(self.plan.get("argv") or []),
+            tags={"tau.backend": "local", "tau.target": str(self.plan.get("name") or "")},
+            idempotency_key=f"tau-local-{self.ident['run_id']}")
 
     # -- chunks ----------------------------------------------------------------------------
     def pending_chunks(self) -> list[Path]:
@@ -220,8 +178,8 @@ class EvidenceBridge:
         written = 0
         for chunk in chunks:
             try:
-                records = rows_to_records(parse_chunk(chunk), ident=self.ident, history_file=chunk.name,
-                                          attempt=attempt)
+                records = chunk_records(parse_chunk(chunk), ident=self.ident, history_file=chunk.name,
+                                        attempt=attempt)
                 if records:
                     sink.write(records)
             except EvidenceError as exc:
@@ -251,42 +209,39 @@ class EvidenceBridge:
             sink.write([status_record(self.ident, store_state, reason, message, completed,
                                       self.output.as_uri(), Path(checkpoint).as_uri())])
             self.state["marker"] = True
-            register = getattr(sink, "record_run", None)
-            if callable(register):
-                register(**self._run_meta(state=store_state, completed_at=completed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")))
+            update = getattr(sink, "update_status", None)
+            if callable(update):
+                update(telemetry.RunStatusUpdate(run_id=self.ident["run_id"], state=store_state,
+                                                 completed_at=completed, reason=reason, message=message))
         except Exception as exc:
             self.state["error"] = f"terminal marker: {type(exc).__name__}: {exc}"
-        finally:
-            close = getattr(sink, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception as exc:
-                    self.state["error"] = f"closing the store: {type(exc).__name__}: {exc}"
-        self._stellar()
+        self._stellar(sink)
+        close = getattr(sink, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as exc:
+                self.state["error"] = f"closing the store: {type(exc).__name__}: {exc}"
         self._save()
 
-    def _stellar(self) -> None:
-        """Write the static Stellar page for the run with ``taugrid-portal experiment stellar``."""
-        cli = find_portal_cli()
-        if cli is None:
-            self.state["stellar_error"] = f"taugrid-portal is not installed ({PORTAL_INSTALL})"
+    def _stellar(self, sink: Any) -> None:
+        """Write the run's static Stellar page through the sink's ``render_evidence`` (atomically)."""
+        render = getattr(sink, "render_evidence", None)
+        if not callable(render):
+            self.state["stellar_error"] = (f"the {SINK_NAME} telemetry sink cannot render a Stellar page "
+                                           f"({PORTAL_INSTALL} provides one that does)")
             return
-        page = self.run_dir.path / "stellar.html"
+        page = self.run_dir.path / STELLAR_PAGE
         try:
-            proc = subprocess.run(
-                [cli, "experiment", "stellar", self.ident["run_id"], "--store", str(self.store), "--out", str(page)],
-                capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
-                env={**self.env, "NO_COLOR": "1"})
-        except (OSError, subprocess.SubprocessError) as exc:
+            written = Path(render(self.ident["run_id"], page))
+        except Exception as exc:
             self.state["stellar_error"] = f"{type(exc).__name__}: {exc}"
             return
-        if proc.returncode == 0 and page.is_file():
-            self.state["stellar"] = str(page)
+        if written.is_file():
+            self.state["stellar"] = str(written)
             self.state.pop("stellar_error", None)
         else:
-            last = (proc.stderr or proc.stdout or "").strip().splitlines()
-            self.state["stellar_error"] = last[-1] if last else f"exit code {proc.returncode}"
+            self.state["stellar_error"] = f"the Stellar page {written} was not written"
 
     def _save(self) -> None:
         self.state["store"] = str(self.store)
