@@ -108,3 +108,13 @@ def init_repo(name: str, local: bool, output: Path | None, force: bool) -> None:
     for path in written:
         click.echo(f"created {path}")
     click.echo(f"\nNext:\n  cd {root}\n  tau run smoke\n  tau run train\n  tau run status train")
+
+
+def _attach() -> None:
+    from tau_workspace.cli_admin import COMMANDS
+
+    for command in COMMANDS:
+        workspace.add_command(command)
+
+
+_attach()
