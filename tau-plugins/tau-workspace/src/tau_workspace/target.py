@@ -15,6 +15,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -99,5 +100,5 @@ async def taugrid_api(target: Target) -> AsyncIterator[KubeSession]:
             raise
 
 
-def is_terminating(obj: Mapping[str, object] | None) -> bool:
-    return bool(obj and (obj.get("metadata") or {}).get("deletionTimestamp"))  # type: ignore[union-attr]
+def is_terminating(obj: Mapping[str, Any] | None) -> bool:
+    return bool(obj and (obj.get("metadata") or {}).get("deletionTimestamp"))
