@@ -95,6 +95,47 @@ def create(name: str, system_namespace: str | None, platform_namespace: str | No
     click.echo(outcome.result if outcome.result else to_yaml(intent.manifest()).rstrip("\n"))
 
 
+@click.command("adopt", context_settings=CONTEXT)
+@click.argument("name")
+@click.option("-n", "--namespace", default=None, help="Existing workload namespace (default: NAME).")
+@click.option("--queue", default="jobqueue", show_default=True, help="Existing LocalQueue in that namespace.")
+@click.option("--system-namespace", default=None, help="Where the TauWorkspace lives (default: tau-system).")
+@click.option("--platform-namespace", default=None, hidden=True, help="Deprecated alias of --system-namespace.")
+@context_option
+@click.option("--data-pvc", default="blob-training", show_default=True,
+              help="Durable /data PVC that must be Bound ('' skips the check).")
+@click.option("--namespace-uid", default=None, help="Expected Namespace UID.")
+@click.option("--queue-uid", default=None, help="Expected LocalQueue UID.")
+@click.option("--pvc-uid", default=None, help="Expected PVC UID.")
+@click.option("--storage-class", default=None, help="Expected StorageClass of the PVC.")
+@click.option("--cluster-queue", default=None, help="Expected ClusterQueue behind the LocalQueue.")
+@click.option("--output-root", default=None, help="Default output root (default: /data/projects/NAME/runs).")
+@click.option("--priority", default="normal", show_default=True, help="default, priority or normal.")
+@click.option("--apply", is_flag=True, help="Create the TauWorkspace after preflight and a server dry run.")
+def adopt(name: str, system_namespace: str | None, platform_namespace: str | None, context: str | None,
+          apply: bool, **flags: Any) -> None:
+    """Adopt a platform-provisioned namespace as TauWorkspace NAME (cluster-wide); preview unless --apply.
+
+    Reads the Namespace, its LocalQueue and ClusterQueue, and the Bound data PVC with its
+    StorageClass, recording every UID. Creates only the TauWorkspace, never anything else.
+
+    \b
+    Example:
+      tau workspace adopt aurora --namespace aurora --data-pvc blob-training --apply
+    """
+    from tau_core.kube import run
+    from tau_core.output import to_yaml
+    from tau_workspace.adopt import AdoptRequest, build_intent
+    from tau_workspace.adopt import adopt as do_adopt
+
+    request = AdoptRequest(name=name, **flags)
+    target = _target(context, system_namespace, platform_namespace=platform_namespace, use_descriptor_context=False)
+    intent = build_intent(request, target.system_namespace)
+    summary, result = run(partial(do_adopt, apply=apply), target, request, intent)
+    click.echo(f"# {summary}")
+    click.echo(result if result else to_yaml(intent.manifest()).rstrip("\n"))
+
+
 @click.command("list", context_settings=CONTEXT)
 @system_ns_option
 @context_option
@@ -201,4 +242,4 @@ def quota_request(workspace: str, system_namespace: str | None, context: str | N
     click.echo(run(submit_request, target, request))
 
 
-COMMANDS = (create, list_, status, check, quota)
+COMMANDS = (create, adopt, list_, status, check, quota)
