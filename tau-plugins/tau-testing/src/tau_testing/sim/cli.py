@@ -28,6 +28,13 @@ def _serve(args: argparse.Namespace) -> int:
         cluster.add_user(name, groups)
     if args.bare_nodes:
         _bare_nodes(cluster, args.bare_nodes)
+    if args.job_seconds is not None:
+        from tau_testing.sim.scripts import PodScript, scripts_of
+
+        scripts_of(cluster).add(lambda pod: "job-name" in ((pod.get("metadata") or {}).get("labels") or {}),
+                                PodScript(run_seconds=args.job_seconds,
+                                          logs=["starting (simulated container)", "step 1 loss=0.52",
+                                                "step 2 loss=0.31", "done"]))
     if args.controllers:
         try:
             from tau_testing.sim.controllers import install_default_controllers
@@ -92,6 +99,25 @@ def _bare_nodes(cluster: object, count: int) -> None:
         add_node(cluster, f"node-{i}", cpu="16", memory="64Gi")
 
 
+def _standin_chart(args: argparse.Namespace) -> int:
+    """Build the test umbrella chart (local stand-ins for the upstream Kueue and KubeRay charts)."""
+    import shutil
+
+    from tau_testing.charts import build_test_umbrella
+
+    helm = shutil.which("helm")
+    if helm is None:
+        print("error: helm is not on PATH", file=sys.stderr)
+        return 1
+    try:
+        chart = build_test_umbrella(Path(args.output), Path(helm), upstream_crds=args.upstream_crds)
+    except (OSError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(chart)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tau-sim", description="A simulated Kubernetes API server for trials "
                                      "and tests (a test double, never a real cluster).")
@@ -120,9 +146,19 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--crds-dir", help="where the CRDs are (default: $TAU_CRDS_DIR or <repo>/../shared/crds)")
     serve.add_argument("--no-controllers", dest="controllers", action="store_false",
                        help="serve the API without the simulated controllers")
+    serve.add_argument("--job-seconds", type=float, default=None, metavar="S",
+                       help="batch Job pods run S seconds and print a few log lines (default: 1 second)")
+    chart = sub.add_parser("standin-chart", help="build the TauGrid umbrella chart with test stand-ins",
+                           description="Copy deploy/charts and replace the upstream Kueue and KubeRay charts "
+                           "(not reachable here) with small local stand-ins; prints the chart directory.")
+    chart.add_argument("--output", required=True, help="directory to build in")
+    chart.add_argument("--upstream-crds", action="store_true",
+                       help="let the stand-ins carry the upstream Kueue and KubeRay CRDs (for --bare-nodes)")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "standin-chart":
+        return _standin_chart(args)
     return 2
 
 
