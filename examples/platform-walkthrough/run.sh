@@ -45,7 +45,7 @@ wait_until() {  # wait_until SECONDS DESCRIPTION COMMAND...
 }
 
 step "0. a simulated cluster with only nodes (no CRDs, no Kueue objects, no TauGrid)"
-tau-sim serve --kubeconfig "$KUBECONFIG" --bare-nodes 2 --job-seconds 6 \
+tau-sim serve --kubeconfig "$KUBECONFIG" --bare-nodes 2 --job-seconds 8 \
   --add-user researcher=aurora-researchers --add-user outsider >"$work/sim.log" 2>&1 &
 pids+=($!)
 wait_until 30 "the simulated API server" kubectl get nodes
@@ -82,9 +82,13 @@ run tau run train
 first_submit=$(elapsed)
 
 step "4. quota show reflects the admitted workload while it runs"
-wait_until 30 "the run to be admitted" bash -c \
-  "tau workspace quota show aurora --context '$admin' -o json | grep -q '\"admitted\": 1'"
-run tau workspace quota show aurora --context "$admin"
+echo '$ tau workspace quota show aurora --context '"$admin"' (repeated until the run is admitted)'
+deadline=$(( $(date +%s) + 60 ))
+until quota=$(tau workspace quota show aurora --context "$admin") && grep -Eq 'Workloads: +1 admitted' <<<"$quota"; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "quota show never reported the admitted run"
+  sleep 0.5
+done
+echo "$quota"
 
 step "5. the researcher follows the run to success, reads logs and results"
 run tau run status train --watch
@@ -92,7 +96,28 @@ echo "(first run succeeded after $(elapsed)s; submitted at ${first_submit}s)"
 run tau logs train
 run tau run get train || echo "(no durable results: this walkthrough mounts no result volume)"
 
-step "6. refusals: a second workspace, and a user outside the group"
+step "6. the researcher asks for more quota; the platform decides"
+echo "the researcher asks for more quota (their workspace role allows creating the request):"
+run tau workspace quota request aurora --resource cpu --requested 64 --reason "larger sweep" --apply
+echo "a request that approves itself is denied by the quota admission guard:"
+if kubectl --context "$researcher" create -f - 2>"$work/selfapprove.err" <<'EOF'
+apiVersion: tau.azure.com/v1alpha1
+kind: TauQuotaRequest
+metadata:
+  name: aurora-gpu-quota-request
+  namespace: tau-system
+  annotations: {tau.azure.com/approved: "true"}
+spec: {workspace: aurora, resource: gpu, requested: 8, reason: self-approved}
+EOF
+then fail "a researcher approved their own quota request"; fi
+cat "$work/selfapprove.err"
+run kubectl annotate quotarequests.tau.azure.com aurora-cpu-quota-request -n tau-system \
+  tau.azure.com/approved=true tau.azure.com/reviewed-by=platform-team
+wait_until 30 "the controller to record the approval" bash -c \
+  "kubectl get quotarequests.tau.azure.com aurora-cpu-quota-request -n tau-system -o jsonpath='{.status.phase}' | grep -qx Approved"
+run kubectl get quotarequests.tau.azure.com -n tau-system
+
+step "7. refusals: a second workspace, and a user outside the group"
 if tau workspace create borealis --principal-name borealis-researchers --context "$admin" 2>"$work/second.err"; then
   fail "a second workspace was accepted"
 fi
@@ -103,7 +128,7 @@ fi
 cat "$work/outsider.err"
 grep -qi "forbidden" "$work/outsider.err" || fail "the outsider was not refused by RBAC"
 
-step "7. the platform keeps durable data; tau cluster uninstall drains the queue and removes the release"
+step "8. the platform keeps durable data; tau cluster uninstall drains the queue and removes the release"
 cd "$work"
 kubectl apply -f - <<'EOF'
 apiVersion: v1

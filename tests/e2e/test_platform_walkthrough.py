@@ -52,9 +52,15 @@ def test_platform_walkthrough(helm_bin: Path, kubectl_bin: Path, tmp_path: Path)
     follow = _section(out, 5)
     assert "Result: succeeded" in follow
     assert "step 2 loss=0.31" in follow  # tau logs: the simulated container's output
-    refusals = _section(out, 6)
+    request = _section(out, 6)
+    assert "TauQuotaRequest tau-system/aurora-cpu-quota-request created" in request
+    # the admission guard (a ValidatingAdmissionPolicy) refuses a self-approved request: it never exists
+    assert 'quotarequests "aurora-gpu-quota-request" is invalid' in request
+    assert not re.search(r"^aurora-gpu-quota-request\s", request, re.M)
+    assert re.search(r"^aurora-cpu-quota-request\s+aurora\s+cpu\s+64\s+Approved", request, re.M), request
+    refusals = _section(out, 7)
     assert "v0 supports one active workspace" in refusals and "forbidden" in refusals
-    kept = _section(out, 7)
+    kept = _section(out, 8)
     assert "TauGrid Helm release removed." in kept
     assert re.search(r"^aurora\s+Active", kept, re.M) and re.search(r"^blob-training\s", kept, re.M)
     work = tmp_path / "work"
