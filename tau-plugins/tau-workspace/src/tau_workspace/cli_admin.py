@@ -144,7 +144,7 @@ def list_(system_namespace: str | None, context: str | None, output: str) -> Non
     """List the TauWorkspaces (NAME PHASE NAMESPACE QUEUE)."""
     from tau_core.kube import run
     from tau_core.output import emit
-    from tau_workspace.inspect import list_text, list_workspaces
+    from tau_workspace.views import list_text, list_workspaces
 
     output = _format(output)
     views = run(list_workspaces, _target(context, system_namespace))
@@ -160,7 +160,7 @@ def status(name: str, system_namespace: str | None, context: str | None, output:
     """Show one TauWorkspace: phase, namespace, queue, conditions."""
     from tau_core.kube import run
     from tau_core.output import emit
-    from tau_workspace.inspect import get_workspace
+    from tau_workspace.views import get_workspace
 
     output = _format(output)
     view = run(get_workspace, _target(context, system_namespace), name)
@@ -177,7 +177,7 @@ def check(name: str, system_namespace: str | None, context: str | None, output: 
     """Like status, but exit 1 unless the workspace is Ready at its current generation."""
     from tau_core.kube import run
     from tau_core.output import emit, warning
-    from tau_workspace.inspect import check_workspace, not_ready_error
+    from tau_workspace.views import check_workspace, not_ready_error
 
     output = _format(output)
     result = run(check_workspace, _target(context, system_namespace), name, data_pvc)

@@ -22,8 +22,8 @@ from tau_core.errors import ConflictError, UsageError
 from tau_core.kube import KubeApiError, KubeSession
 from tau_core.output import render_table
 from tau_workspace import names, quantity
-from tau_workspace.inspect import fetch
 from tau_workspace.target import KUEUE_API, Target, taugrid_api
+from tau_workspace.views import fetch
 
 SCHEMA = "tau.workspace.quota.v1"
 MUTATION_MODES = ("ReportOnly", "ControllerManagedBurst")

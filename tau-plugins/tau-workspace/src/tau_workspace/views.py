@@ -147,6 +147,9 @@ async def check_workspace(target: Target, name: str, data_pvc: str | None) -> Ch
 
 
 def not_ready_error(view: WorkspaceView) -> TauError:
-    return TauError(f'workspace "{view.name}" is not Ready (phase={view.phase or "Pending"})',
+    generation = (view.obj.get("metadata") or {}).get("generation")
+    observed = view.status.get("observedGeneration")
+    stale = "" if observed == generation else f"; status describes generation {observed}, the spec is at {generation}"
+    return TauError(f'workspace "{view.name}" is not Ready (phase={view.phase or "Pending"}){stale}',
                     hint=f"the Conditions above say why; the controller reconciles it (tau workspace status "
                          f"{view.name})")
