@@ -17,14 +17,14 @@ def _serve(args: argparse.Namespace) -> int:
     from tau_testing.sim.cluster import SimCluster
 
     try:
-        users = _users(args.add_user)
+        extra_users = _users(args.add_user)
         cluster = SimCluster(kubernetes_version=args.kubernetes_version, clock=args.clock,
                              time_scale=args.time_scale, tls=args.tls,
                              preload_crds=not (args.no_crds or args.bare_nodes), crds_dir=args.crds_dir)
     except (FileNotFoundError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    for name, groups in users:
+    for name, groups in extra_users:
         cluster.add_user(name, groups)
     if args.bare_nodes:
         _bare_nodes(cluster, args.bare_nodes)
