@@ -164,3 +164,21 @@ def test_quota_request_bad_flags(tau_cli):
                             "--mutation-mode must be one of: ReportOnly, ControllerManagedBurst")):
         result = tau_cli(*base, *extra)
         assert result.exit_code == 2 and message in result.stderr, (extra, result.stderr)
+
+
+def test_read_verbs_take_the_context_from_the_repository_descriptor(tau_cli, taugrid_cluster, tmp_path,
+                                                                    monkeypatch):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "tau").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "tau" / "workspace.connection.yaml").write_text(
+        "schema: tau.workspace.connection.v1\nworkspace: aurora\ncluster:\n  contextName: elsewhere\n"
+        "  systemNamespace: tau-system\naccess:\n  method: kubeconfig\nauthorization:\n  mode: workspace-rbac\n"
+        "  requiredRole: tau-researcher-v1\nrequirements:\n  minTauVersion: 0.1.0\n")
+    monkeypatch.chdir(repo)
+    from_descriptor = tau_cli("workspace", "status", "aurora")
+    assert from_descriptor.exit_code == 1 and '"elsewhere"' in from_descriptor.stderr
+    explicit = tau_cli("workspace", "status", "aurora", "--context", taugrid_cluster.researcher_context)
+    assert explicit.exit_code == 0, explicit.stderr
