@@ -91,7 +91,11 @@ done
 echo "$quota"
 
 step "5. the researcher follows the run to success, reads logs and results"
-run tau run status train --watch
+run tau run status train --watch   # follows the startup phase tree until the run is ready
+echo "(the watch ends at Ready; waiting for the run itself to finish)"
+wait_until 120 "the run to succeed" bash -c \
+  "tau run status train -o json | grep -q '\"succeeded\": true'"
+run tau run status train
 echo "(first run succeeded after $(elapsed)s; submitted at ${first_submit}s)"
 run tau logs train
 run tau run get train || echo "(no durable results: this walkthrough mounts no result volume)"
