@@ -71,6 +71,16 @@ run tau workspace create aurora --principal-name aurora-researchers --apply
 wait_until 60 "workspace aurora to become Ready" tau workspace check aurora
 run tau workspace check aurora
 echo "(workspace ready after $(elapsed)s)"
+echo "the platform provisions the durable /data claim (the simulator binds no volumes: check warns, never fails):"
+kubectl apply -f - <<'EOF'
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: blob-training, namespace: aurora}
+spec:
+  accessModes: [ReadWriteMany]
+  resources: {requests: {storage: 1Gi}}
+EOF
+run tau workspace check aurora --data-pvc blob-training
 
 step "3. the researcher scaffolds a repository, connects and runs"
 run tau workspace init-repo research --image python:3.12-slim --workspace aurora \
@@ -132,16 +142,8 @@ fi
 cat "$work/outsider.err"
 grep -qi "forbidden" "$work/outsider.err" || fail "the outsider was not refused by RBAC"
 
-step "8. the platform keeps durable data; tau cluster uninstall drains the queue and removes the release"
+step "8. tau cluster uninstall drains the queue and removes the release; the workspace data stays"
 cd "$work"
-kubectl apply -f - <<'EOF'
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: blob-training, namespace: aurora}
-spec:
-  accessModes: [ReadWriteMany]
-  resources: {requests: {storage: 1Gi}}
-EOF
 run tau cluster uninstall --yes --chart "$chart" --timeout 2m
 run kubectl get namespace aurora
 run kubectl get pvc blob-training -n aurora

@@ -43,6 +43,7 @@ def test_platform_walkthrough(helm_bin: Path, kubectl_bin: Path, tmp_path: Path)
     assert '# preflight passed: ClusterQueue "jobqueue" exists' in created
     assert "TauWorkspace tau-system/aurora created" in created
     assert "Workspace: aurora" in created and "phase:          Ready" in created
+    assert 'warning: durable /data PVC "blob-training" in namespace "aurora" is not Bound' in created
     researcher = _section(out, 3)
     assert "created " in researcher and "tau/workspace.connection.yaml" in researcher
     assert "Connected." in researcher and "Status:        Ready" in researcher
