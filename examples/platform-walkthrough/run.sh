@@ -3,7 +3,7 @@
 #
 #   install -> create a workspace -> hand it off -> connect -> run -> quota -> refusals -> uninstall
 #
-# Needs only the project's console scripts (tau, tau-sim, tau-controller), helm, kubectl, git and bash.
+# Needs only the project's console scripts (tau, tau-sim, tau-controller), helm, kubectl and bash (git optional).
 # The upstream Kueue and KubeRay charts cannot be pulled here: the script builds the same small local
 # stand-in charts the tests use (carrying the upstream CRDs), and the simulator's own Kueue and KubeRay
 # controllers play their part. The Tau controller is the real `tau-controller run`.
@@ -12,7 +12,7 @@
 #   TAU_WALKTHROUGH_DIR=/tmp/wt run.sh              # keep the working files there (default: a temp dir)
 set -euo pipefail
 
-for tool in tau tau-sim tau-controller helm kubectl git; do
+for tool in tau tau-sim tau-controller helm kubectl; do
   command -v "$tool" >/dev/null || { echo "error: $tool is not on PATH" >&2; exit 1; }
 done
 
@@ -86,7 +86,7 @@ step "3. the researcher scaffolds a repository, connects and runs"
 run tau workspace init-repo research --image python:3.12-slim --workspace aurora \
   --kube-context "$researcher" --output "$work/research"
 cd "$work/research"
-git init -q .
+if command -v git >/dev/null; then git init -q .; fi   # a repository, as a researcher would have
 printf 'y\n' | run tau workspace connection
 run tau run train
 first_submit=$(elapsed)
