@@ -35,9 +35,9 @@ def test_existing_files_are_not_overwritten(tau_cli, tmp_path):
     assert (out / "train.py").read_text() != "# mine\n"
 
 
-def test_bad_name_and_missing_local_are_usage_errors(tau_cli, tmp_path):
+def test_bad_name_and_missing_image_are_usage_errors(tau_cli, tmp_path):
     result = tau_cli("workspace", "init-repo", "Bad_Name", "--local", "--output", str(tmp_path / "x"))
     assert result.exit_code == 2 and "lowercase DNS label" in result.stderr
     result = tau_cli("workspace", "init-repo", "demo", "--output", str(tmp_path / "y"))
-    assert result.exit_code == 2 and "pass --local" in result.stderr
+    assert result.exit_code == 2 and "--image is required" in result.stderr and "--local" in result.stderr
     assert not Path(tmp_path / "y").exists()

@@ -82,7 +82,7 @@ def upgrade_args(options: InstallOptions, caps: Capabilities, *, bootstrap: bool
 
 def tau_crds(rendered: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """The Tau CRDs (group tau.azure.com) of a rendering."""
-    docs = [text for kind, text in rendered if kind == "CustomResourceDefinition"]
+    docs = [text for kind, text in rendered if kind == "CustomResourceDefinition" and "tau.azure.com" in text]
     return [o for o in parse_manifests("\n---\n".join(docs))
             if str((o.get("spec") or {}).get("group", "")) == "tau.azure.com"]
 

@@ -61,10 +61,22 @@ def helm_env(home: Path) -> dict[str, str]:
             "HELM_CONFIG_HOME": str(home / ".config" / "helm"), "HELM_DATA_HOME": str(home / ".local" / "helm")}
 
 
-def write_standin(directory: Path, name: str) -> Path:
+#: The upstream CRD folder (under ``crds_dir()``) each stand-in can carry, as the upstream chart does.
+STANDIN_CRDS = {"kueue": "kueue-v0.18.2", "kuberay-operator": "kuberay-v1.6.2"}
+
+
+def write_standin(directory: Path, name: str, *, upstream_crds: bool = False) -> Path:
+    """Write stand-in chart ``name``; with ``upstream_crds`` its ``crds/`` holds the upstream CRDs read from
+    ``../shared/crds`` (for a cluster that starts without them, like ``tau-sim serve --bare-nodes``)."""
     version, workload = STANDINS[name]
     chart = directory / name
     (chart / "templates").mkdir(parents=True, exist_ok=True)
+    if upstream_crds:
+        from tau_testing.paths import crds_dir
+
+        (chart / "crds").mkdir(exist_ok=True)
+        for crd in sorted((crds_dir() / STANDIN_CRDS[name]).glob("*.yaml")):
+            shutil.copyfile(crd, chart / "crds" / crd.name)
     (chart / "Chart.yaml").write_text(
         f"apiVersion: v2\nname: {name}\nversion: {version}\n"
         f"description: test stand-in for the upstream {name} chart (never published)\n")
@@ -81,15 +93,16 @@ def sync_controller_crds(chart: Path, crds: Path | None = None) -> list[Path]:
     return list(sync(chart, crds) if crds is not None else sync(chart))
 
 
-def build_test_umbrella(dest: Path, helm: Path, *, deploy: Path | None = None) -> Path:
+def build_test_umbrella(dest: Path, helm: Path, *, deploy: Path | None = None, upstream_crds: bool = False) -> Path:
     """Copy ``deploy``'s charts (default: this checkout's) to ``dest/charts``, sync its CRDs into the controller
-    chart, swap in the stand-ins and build the umbrella's dependencies."""
+    chart, swap in the stand-ins (carrying the upstream CRDs when ``upstream_crds``) and build the umbrella's
+    dependencies."""
     deploy = deploy or repo_root() / "deploy"
     charts = dest / "charts"
     shutil.copytree(deploy / "charts", charts, ignore=shutil.ignore_patterns("charts", "Chart.lock", "*.tgz", "crds"))
     sync_controller_crds(charts / "tau-core-controller", deploy / "crds")
     for name in STANDINS:
-        write_standin(dest / "standins", name)
+        write_standin(dest / "standins", name, upstream_crds=upstream_crds)
     chart_yaml = charts / "taugrid" / "Chart.yaml"
     text = chart_yaml.read_text()
     text = text.replace("oci://registry.k8s.io/kueue/charts", "file://../../standins/kueue")

@@ -83,33 +83,55 @@ def connection(path: Path | None, offline: bool, output: str) -> None:
 @click.option("--local", "local", is_flag=True,
               help="Scaffold a repository whose targets run on this machine (access.method: local).")
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Directory to write (default: ./NAME).")
+@click.option("--image", default=None, help="Image the targets run (required unless --local).")
+@click.option("--template", default="python", show_default=True, help="Scaffold template.")
+@click.option("--python-version", default="3.12", show_default=True)
+@click.option("--package", default=None, help="Python package name (default: NAME sanitized).")
+@click.option("--tau-rev", default="main", show_default=True, help="Tau revision recorded in the scaffold.")
+@click.option("--workspace", default=None, help="TauWorkspace name for tau/workspace.connection.yaml.")
+@click.option("--kube-context", default=None,
+              help="Kubernetes context for a provider-neutral descriptor (AKS: defaults to --aks-cluster).")
+@click.option("--azure-subscription-id", default=None, help="AKS descriptor: subscription (UUID).")
+@click.option("--azure-tenant-id", default=None, help="AKS descriptor: Entra tenant (UUID).")
+@click.option("--aks-resource-group", default=None, help="AKS descriptor: resource group.")
+@click.option("--aks-cluster", default=None, help="AKS descriptor: cluster name.")
+@click.option("--acr-name", default=None, help="Container registry used by scripts/setup-azure.sh.")
 @click.option("--force", is_flag=True, help="Overwrite the scaffold's own files if they exist.")
-def init_repo(name: str, local: bool, output: Path | None, force: bool) -> None:
+def init_repo(name: str, output: Path | None, force: bool, **flags: Any) -> None:
     """Scaffold a TauGrid-ready repository called NAME.
 
-    With --local the repository runs on this laptop by default: it gets a README,
-    tau/train.yaml, tau/smoke.yaml, a small training script that writes metrics,
-    a checkpoint and a report, and a workspace descriptor with access.method: local.
+    The descriptor tau/workspace.connection.yaml is written only when enough is known:
+    --workspace with --kube-context (access.method: kubeconfig), or --workspace with the four
+    Azure flags (access.method: aks). --local makes a repository that runs on this laptop.
+    The same flags always produce the same bytes.
 
     \b
     Examples:
       tau workspace init-repo my-research --local
-      cd my-research && tau run smoke && tau run train
+      tau workspace init-repo my-research --image ghcr.io/acme/train:1.0 --workspace aurora --kube-context research
     """
-    from tau_core.backends.local.scaffold import scaffold_local_repo
-    from tau_core.errors import UsageError
+    from tau_workspace.scaffold import ScaffoldRequest, plan, write
 
-    if not local:
-        raise UsageError("this release scaffolds local-first repositories only; pass --local",
-                         hint="to target a cluster later, edit tau/workspace.connection.yaml (access.method: "
-                         "kubeconfig and cluster.contextName)")
+    files = plan(ScaffoldRequest(name=name, **flags))
     root = output if output is not None else Path(name)
-    written = scaffold_local_repo(root, name, force=force)
-    for path in written:
+    for path in write(root, files, force=force):
         click.echo(f"created {path}")
-    click.echo(f"\nNext:\n  cd {root}\n  tau run smoke\n  tau run train\n  tau run status train")
+    if flags["local"]:
+        click.echo(f"\nNext:\n  cd {root}\n  tau run smoke\n  tau run train\n  tau run status train")
+        return
+    has_descriptor = any(f.path == "tau/workspace.connection.yaml" for f in files)
+    steps = [f"cd {root}", "./scripts/configure.sh --image <registry>/<repository>:<immutable-tag>"]
+    steps += (["tau workspace connection", "tau run smoke", "tau run train"] if has_descriptor else
+              ["# no descriptor yet: rerun with --workspace and --kube-context (or the Azure flags), --force"])
+    click.echo("\nNext:\n" + "\n".join(f"  {s}" for s in steps))
 
 
-from tau_workspace.token import token as _token  # noqa: E402  (the AKS exec credential plugin)
+def _attach() -> None:
+    from tau_workspace.cli_admin import COMMANDS
+    from tau_workspace.token import token  # the AKS exec credential plugin
 
-workspace.add_command(_token)
+    for command in (*COMMANDS, token):
+        workspace.add_command(command)
+
+
+_attach()
