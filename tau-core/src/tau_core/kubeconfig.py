@@ -39,7 +39,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}",
                           hint="check the path in KUBECONFIG or --kubeconfig") from exc
     try:
-        data = _parse_yaml(text)
+        data = parse_yaml(text)
     except ValueError as exc:
         raise ConfigError(f"kubeconfig {path} is not valid YAML: {str(exc).splitlines()[0]}",
                           hint="repair the file, or point KUBECONFIG at a valid kubeconfig") from exc
@@ -50,7 +50,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _parse_yaml(text: str) -> Any:
+def parse_yaml(text: str) -> Any:
     """Parse kubeconfig text with PyYAML's C loader (a dependency of kubernetes-asyncio), else ruamel.
 
     A kubeconfig written as JSON (the isolated one :func:`write_private_kubeconfig` writes) is read

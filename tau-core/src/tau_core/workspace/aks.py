@@ -86,9 +86,9 @@ def fetch_target(resource_id: str, credential: AzureCredential, *, interactive: 
 
 
 def _parse_kubeconfig(text: str) -> Any:
-    from tau_core.kube import _parse_yaml
+    from tau_core.kubeconfig import parse_yaml
 
-    return _parse_yaml(text)
+    return parse_yaml(text)
 
 
 def _arm_code(response: Any) -> str:
