@@ -6,6 +6,7 @@
                             `-- --slow` adds the slow ones); reports failures per test
     nox -s "dist(tau-run)"  one distribution's tests with only it, tau-core and tau-testing installed
     nox -s lint types imports
+    nox -s shape            the functions > 80 lines and modules > 600 lines (`-- --strict` fails on any)
     nox -s bench            benchmarks; each prints its figures
     nox -s goldens          regenerate the golden rendered manifests under tests/golden/
 
@@ -240,6 +241,14 @@ def imports(session: nox.Session) -> None:
     config = tmp / "importlinter.ini"
     config.write_text(importlinter_config(tmp / "shadow"))
     session.run("lint-imports", str(config), env={"PYTHONPATH": str(tmp / "shadow")})
+
+
+@nox.session(python=PYTHON)
+def shape(session: nox.Session) -> None:
+    """Functions over 80 lines and modules over 600 lines in every distribution's src (generated code aside).
+
+    Prints the list; ``nox -s shape -- --strict`` fails on anything not in the (empty) allowlist."""
+    session.run("python", str(ROOT / "tests" / "tools" / "shape.py"), *session.posargs)
 
 
 @nox.session(python=PYTHON)
