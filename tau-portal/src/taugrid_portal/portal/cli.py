@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from tau_core.cli_options import CONTEXT_SETTINGS as CONTEXT
 from tau_core.errors import UsageError
 from taugrid_portal.portal.config import (
     DEFAULT_ADDR,
@@ -23,8 +24,6 @@ from taugrid_portal.portal.config import (
     parse_addr,
     parse_operator_scope,
 )
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 @click.group("portal", context_settings=CONTEXT)
