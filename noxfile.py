@@ -160,11 +160,15 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def types(session: nox.Session) -> None:
-    """mypy, strict for tau_core and the Python SDK (configured in the root pyproject.toml)."""
+    """mypy --strict over every distribution's packages (strictness is set in the root pyproject.toml)."""
     install_all(session)
     session.install("mypy")
-    session.run("mypy", "-p", "tau_core")
-    session.run("mypy", "-p", "tau", "-p", "tau_python")
+    dists = distributions().values()
+    packages = sorted(p for path in dists for p in import_packages(path))
+    # the sources, not the installed (editable) packages: most distributions ship no py.typed marker
+    mypypath = ":".join(str(path / "src") for path in dists if (path / "src").is_dir())
+    session.run("mypy", "--strict", *[arg for p in packages for arg in ("-p", p)], *session.posargs,
+                env={"MYPYPATH": mypypath})
 
 
 def import_packages(path: Path) -> list[str]:
@@ -253,8 +257,11 @@ def shape(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Every benchmarks/bench_*.py script; each prints its own figures."""
-    install_all(session)
+    """Every benchmarks/bench_*.py script; each prints its own figures.
+
+    The distributions are installed as wheels, not editable: what users run (an editable install
+    puts one more directory per distribution on sys.path, which every import then searches)."""
+    install_all(session, editable=False)
     prepare_machine(session)
     session.install("mlflow")
     scripts = sorted(ROOT.glob("*/benchmarks/bench_*.py")) + sorted(ROOT.glob("tau-plugins/*/benchmarks/bench_*.py"))

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from tau_core.kube import write_private_kubeconfig
+
 pytestmark = pytest.mark.realclock  # a real HTTPS simulator in a child process
 
 
@@ -21,10 +23,10 @@ def _run(code: str, *args: str) -> str:
     return out.stdout
 
 
-def test_a_status_read_leaves_urllib3_dateutil_and_the_system_ca_bundle_unloaded(sim_cluster_factory,
+def test_a_read_leaves_urllib3_dateutil_yaml_and_the_system_ca_bundle_unloaded(sim_cluster_factory,
                                                                                        tmp_path):
     cluster = sim_cluster_factory(controllers=False, tls=True)
-    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    kubeconfig = write_private_kubeconfig(cluster.kubeconfig(), tmp_path / "kube" / "config")  # JSON, as tau writes
     out = _run("""
         import sys
         from tau_core.kube import KubeSession, run
@@ -36,7 +38,7 @@ def test_a_status_read_leaves_urllib3_dateutil_and_the_system_ca_bundle_unloaded
         print(run(read))
         import aiohttp.connector as c
         print(c._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"], c._SSL_CONTEXT_UNVERIFIED.cert_store_stats()["x509_ca"])
-        executed = [m for m in ("urllib3", "dateutil.parser", "multiprocessing.pool")
+        executed = [m for m in ("urllib3", "dateutil.parser", "multiprocessing.pool", "yaml")
                     if type(sys.modules[m]).__name__ != "_Deferred"]
         print(executed)
     """, str(kubeconfig))

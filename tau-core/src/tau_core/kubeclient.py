@@ -75,6 +75,7 @@ def _import_core() -> tuple[Any, Any, Any, Any]:
         client = sys.modules["kubernetes_asyncio.client"]
         # imported by modules below for code paths Tau never takes (each ~5-50 ms of CPU)
         register_lazy("urllib3")  # configuration: a basic-auth helper
+        register_lazy("yaml")  # kube_config: reading kubeconfig files (tau hands it a dict); kube.py may have it
         register_lazy("dateutil.parser", forward=("parse",))  # api_client: deserializing models
         register_lazy("multiprocessing.pool", forward=("ThreadPool",))  # api_client: the sync-call pool
         import_aiohttp_connector()  # aiohttp's default SSL contexts: CA bundle loaded on first use
