@@ -56,8 +56,12 @@ def test_deferred_modules_work_for_any_later_user():
         import urllib3.util
         print(pickle.loads(pickle.dumps([1, 2])), urllib3.util.make_headers(basic_auth="a:b")["authorization"])
         print(parse("2026-12-03T00:00:00Z").year, type(__import__("sys").modules["pickle"]).__name__)
+        register_lazy("multiprocessing.pool", forward=("ThreadPool",))
+        import multiprocessing.pool  # the attribute path works before and after the real module runs
+        with multiprocessing.pool.ThreadPool(1) as pool:
+            print(pool.apply(len, ("abc",)), multiprocessing.pool is __import__("sys").modules["multiprocessing.pool"])
     """)
-    assert out.splitlines() == ["[1, 2] Basic YTpi", "2026 module"]
+    assert out.splitlines() == ["[1, 2] Basic YTpi", "2026 module", "3 True"]
 
 
 def test_aiohttp_loads_the_system_ca_bundle_when_it_uses_its_default_context(sim_cluster_factory):

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.util
 import ssl
 import sys
@@ -53,17 +52,18 @@ def _execute(name: str) -> types.ModuleType:
 
 
 def register_lazy(name: str, *, forward: tuple[str, ...] = ()) -> None:
-    """Register top-level module ``name`` so that it is executed only when first used.
+    """Register module ``name`` so that it is executed only when first used.
 
     ``import name`` then binds a stand-in; its first unknown attribute executes the real module
     (and replaces the stand-in in ``sys.modules``).  ``forward`` names functions that
     ``from name import f`` may bind before first use: they call the real function when called.
-    (:class:`importlib.util.LazyLoader` does not serve here: the import statement itself reads
-    the module's ``__spec__``, which executes a lazy module at once.)
+    A submodule's parent package is imported now, and holds the stand-in as its attribute until
+    the real module replaces it.  (:class:`importlib.util.LazyLoader` does not serve here: the
+    import statement itself reads the module's ``__spec__``, which executes a lazy module at once.)
     """
     if name in sys.modules:
         return
-    spec = _find_without_parent(name)
+    spec = importlib.util.find_spec(name)  # imports the parent package of a submodule
     if spec is None:
         return
     module = _Deferred(name)
@@ -73,18 +73,10 @@ def register_lazy(name: str, *, forward: tuple[str, ...] = ()) -> None:
         module.__path__ = list(spec.submodule_search_locations)
     for attr in forward:
         module.__dict__[attr] = _forwarder(name, attr)
-    sys.modules[name] = module  # the parent package, when imported later, finds it there
-
-
-def _find_without_parent(name: str) -> importlib.machinery.ModuleSpec | None:
-    """The spec of ``name`` without executing its parent package (``find_spec`` would)."""
-    parent, _, _ = name.rpartition(".")
-    if not parent or parent in sys.modules:
-        return importlib.util.find_spec(name)
-    parent_spec = _find_without_parent(parent)
-    if parent_spec is None or parent_spec.submodule_search_locations is None:
-        return None
-    return importlib.machinery.PathFinder.find_spec(name, list(parent_spec.submodule_search_locations))
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, module)  # importing the real one rebinds it
 
 
 def _forwarder(name: str, attr: str) -> Callable[..., Any]:
