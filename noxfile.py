@@ -6,6 +6,7 @@
                             `-- --slow` adds the slow ones); reports failures per test
     nox -s "dist(tau-run)"  one distribution's tests with only it, tau-core and tau-testing installed
     nox -s lint types imports
+    nox -s shape            the functions > 80 lines and modules > 600 lines (`-- --strict` fails on any)
     nox -s bench            benchmarks; each prints its figures
     nox -s goldens          regenerate the golden rendered manifests under tests/golden/
 
@@ -46,12 +47,6 @@ def distributions() -> dict[str, Path]:
         if project:
             found[project["name"]] = path
     return found
-
-
-def import_package(path: Path) -> str | None:
-    src = path / "src"
-    packages = sorted(p.name for p in src.glob("*") if (p / "__init__.py").is_file()) if src.is_dir() else []
-    return packages[0] if packages else None
 
 
 def test_extras(path: Path) -> list[str]:
@@ -165,41 +160,108 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def types(session: nox.Session) -> None:
-    """mypy, strict for tau_core and the Python SDK (configured in the root pyproject.toml)."""
+    """mypy --strict over every distribution's packages (strictness is set in the root pyproject.toml)."""
     install_all(session)
     session.install("mypy")
-    session.run("mypy", "-p", "tau_core")
-    session.run("mypy", "-p", "tau", "-p", "tau_python")
+    dists = distributions().values()
+    packages = sorted(p for path in dists for p in import_packages(path))
+    # the sources, not the installed (editable) packages: most distributions ship no py.typed marker
+    mypypath = ":".join(str(path / "src") for path in dists if (path / "src").is_dir())
+    session.run("mypy", "--strict", *[arg for p in packages for arg in ("-p", p)], *session.posargs,
+                env={"MYPYPATH": mypypath})
+
+
+def import_packages(path: Path) -> list[str]:
+    """Every top-level import package of a distribution (tau-python ships two: ``tau`` and ``tau_python``)."""
+    src = path / "src"
+    return sorted(p.name for p in src.glob("*") if (p / "__init__.py").is_file()) if src.is_dir() else []
+
+
+#: what a distribution's benchmarks may import from the tree besides that distribution's own packages:
+#: the host (tau_core) and the test harness (tau_testing: the simulator, helm/kubectl). Never another plugin.
+BENCHMARK_ALLOWED = ("tau_core", "tau_testing")
+TEST_SUPPORT = "tau_testing"
+
+
+def importlinter_config(shadow: Path) -> str:
+    """The import-linter contracts of the tree.
+
+    Benchmarks are scripts, not packages: each distribution's ``benchmarks/*.py`` are copied into the
+    package ``tau_benchmarks.<name>`` under ``shadow`` (put on PYTHONPATH) so the contracts cover them.
+    """
+    dists = distributions()
+    packages = {name: import_packages(path) for name, path in dists.items()}
+    core = packages["tau-core"]
+    plugins = sorted(p for name, pkgs in packages.items() if name not in {"tau-core", "tau-testing"} for p in pkgs)
+    product = sorted(core + plugins)
+    # the packages of one distribution (tau-python: the SDK ``tau`` and its root ``tau_python``) are one unit
+    siblings = [f"{src} -> {dst}" for pkgs in packages.values() if len(pkgs) > 1 for a in pkgs for b in pkgs
+                if a != b for src in (a, f"{a}.**") for dst in (b, f"{b}.**")]
+    bench_root = shadow / "tau_benchmarks"
+    bench_root.mkdir(parents=True, exist_ok=True)
+    (bench_root / "__init__.py").write_text("")
+    bench_contracts = ""
+    for name, path in sorted(dists.items()):
+        scripts = sorted((path / "benchmarks").glob("*.py"))
+        if not scripts:
+            continue
+        module = re.sub(r"\W", "_", name)
+        target = bench_root / module
+        target.mkdir(exist_ok=True)
+        (target / "__init__.py").write_text("")
+        for script in scripts:
+            (target / script.name).write_text(script.read_text())
+        own = set(packages[name]) | set(BENCHMARK_ALLOWED)
+        forbidden = sorted({p for pkgs in packages.values() for p in pkgs} - own)
+        bench_contracts += (
+            f"\n[importlinter:contract:bench-{module}]\nname = benchmarks of {name} import only "
+            f"{', '.join(sorted(own))}\ntype = forbidden\nsource_modules =\n    tau_benchmarks.{module}\n"
+            "forbidden_modules =\n" + "".join(f"    {p}\n" for p in forbidden))
+
+    def lines(mods: list[str]) -> str:
+        return "".join(f"    {m}\n" for m in mods)
+
+    return (
+        "[importlinter]\nroot_packages =\n" + lines(sorted([*product, TEST_SUPPORT, "tau_benchmarks"]))
+        + "\n[importlinter:contract:core]\nname = tau_core never imports a plugin or the test support\n"
+        f"type = forbidden\nsource_modules =\n{lines(core)}forbidden_modules =\n{lines([*plugins, TEST_SUPPORT])}"
+        + f"\n[importlinter:contract:plugins]\nname = plugins never import each other\ntype = independence\n"
+        f"modules =\n{lines(plugins)}"
+        + (f"ignore_imports =\n{lines(siblings)}unmatched_ignore_imports_alerting = none\n" if siblings else "")
+        + f"\n[importlinter:contract:test-support]\nname = no product package imports the test support "
+        f"({TEST_SUPPORT})\ntype = forbidden\nsource_modules =\n{lines(product)}forbidden_modules =\n"
+        f"    {TEST_SUPPORT}\n"
+        + bench_contracts
+    )
 
 
 @nox.session(python=PYTHON)
 def imports(session: nox.Session) -> None:
-    """import-linter: tau_core never imports a plugin; plugins never import each other."""
+    """import-linter: tau_core never imports a plugin; plugins never import each other; no product package
+    imports tau_testing (test support); a distribution's benchmarks import only it, tau_core and tau_testing."""
     install_all(session)
     session.install("import-linter")
-    packages = {name: import_package(path) for name, path in distributions().items()}
-    core_pkg = packages.pop("tau-core")
-    plugins = sorted(p for p in packages.values() if p and p != "tau_testing")
-    config = Path(session.create_tmp()) / "importlinter.ini"
-    config.write_text(
-        "[importlinter]\n"
-        f"root_packages =\n    {core_pkg}\n    tau_testing\n" + "".join(f"    {p}\n" for p in plugins)
-        + "\n[importlinter:contract:core]\nname = tau_core never imports a plugin\ntype = forbidden\n"
-        f"source_modules =\n    {core_pkg}\nforbidden_modules =\n    tau_testing\n"
-        + "".join(f"    {p}\n" for p in plugins)
-        + "\n[importlinter:contract:plugins]\nname = plugins never import each other\ntype = independence\n"
-        "modules =\n" + "".join(f"    {p}\n" for p in plugins)
-        + "\n[importlinter:contract:schema]\nname = only tests use the schema-check helper\ntype = forbidden\n"
-        "source_modules =\n" + "".join(f"    {p}\n" for p in plugins)
-        + f"forbidden_modules =\n    {core_pkg}.k8s_schema\n"
-    )
-    session.run("lint-imports", "--config", str(config))
+    tmp = Path(session.create_tmp())
+    config = tmp / "importlinter.ini"
+    config.write_text(importlinter_config(tmp / "shadow"))
+    session.run("lint-imports", str(config), env={"PYTHONPATH": str(tmp / "shadow")})
+
+
+@nox.session(python=PYTHON)
+def shape(session: nox.Session) -> None:
+    """Functions over 80 lines and modules over 600 lines in every distribution's src (generated code aside).
+
+    Prints the list; ``nox -s shape -- --strict`` fails on anything not in the (empty) allowlist."""
+    session.run("python", str(ROOT / "tests" / "tools" / "shape.py"), *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Every benchmarks/bench_*.py script; each prints its own figures."""
-    install_all(session)
+    """Every benchmarks/bench_*.py script; each prints its own figures.
+
+    The distributions are installed as wheels, not editable: what users run (an editable install
+    puts one more directory per distribution on sys.path, which every import then searches)."""
+    install_all(session, editable=False)
     prepare_machine(session)
     session.install("mlflow")
     scripts = sorted(ROOT.glob("*/benchmarks/bench_*.py")) + sorted(ROOT.glob("tau-plugins/*/benchmarks/bench_*.py"))

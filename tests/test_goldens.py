@@ -15,7 +15,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from tau_core import keys
-from tau_core.k8s_schema import validate_objects
+from tau_testing.k8s_schema import validate_objects
 
 _TOOL = Path(__file__).parent / "tools" / "regen_goldens.py"
 _spec = importlib.util.spec_from_file_location("tau_regen_goldens", _TOOL)

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from tau_core.k8s_schema import object_errors
+from tau_testing.k8s_schema import object_errors
 
 from .conftest import CHARTS, ROOT
 

@@ -6,10 +6,11 @@ import sys
 
 import click
 
+from tau_core.cli_options import CONTEXT_SETTINGS
 from tau_core.errors import TauError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings=CONTEXT_SETTINGS)
 def main() -> None:
     """The Tau controller: reconciles TauCluster, TauWorkspace and TauQuotaRequest objects."""
 

@@ -17,11 +17,11 @@ from typing import Any
 import click
 
 from tau_core import __version__
+from tau_core.cli_options import CONTEXT_SETTINGS
 from tau_core.errors import PluginError, TauError, UsageError
 from tau_core.output import error, terminal_guard
 from tau_core.plugins import ENV_BLOCK, Host, get_host
 
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 #: Where an unexpected error points: no tracker URL is invented (see SECURITY.md, "Reporting").
 BUG_HINT = ("this is a bug in tau; please report it to the maintainers with the command and the traceback "
             "TAU_DEBUG=1 prints (SECURITY.md, 'Reporting')")

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from tau_core.errors import ClusterError
+from tau_core.lazy_imports import import_aiohttp_connector, register_lazy
 
 _PACKAGES = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.models")
 
@@ -72,6 +73,12 @@ def _import_core() -> tuple[Any, Any, Any, Any]:
             if name not in sys.modules:
                 _deferred_package(name, paths[name])
         client = sys.modules["kubernetes_asyncio.client"]
+        # imported by modules below for code paths Tau never takes (each ~5-50 ms of CPU)
+        register_lazy("urllib3")  # configuration: a basic-auth helper
+        register_lazy("yaml")  # kube_config: reading kubeconfig files (tau hands it a dict); kube.py may have it
+        register_lazy("dateutil.parser", forward=("parse",))  # api_client: deserializing models
+        register_lazy("multiprocessing.pool", forward=("ThreadPool",))  # api_client: the sync-call pool
+        import_aiohttp_connector()  # aiohttp's default SSL contexts: CA bundle loaded on first use
         importlib.import_module("kubernetes_asyncio.client.exceptions")
         configuration = importlib.import_module("kubernetes_asyncio.client.configuration")
         importlib.import_module("kubernetes_asyncio.client.rest")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tau_core import keys
-from tau_core.k8s_schema import validate_objects
+from tau_testing.k8s_schema import validate_objects
 
 TRAIN = """\
 schema_version: 1

@@ -19,9 +19,9 @@ from tau_core import keys
 from tau_core.config import load_config
 from tau_core.errors import ConfigError, PluginError
 from tau_core.hookspecs import hookimpl
-from tau_core.k8s_schema import validate_objects
 from tau_core.plugins import Host
 from tau_core.rendering import RenderRequest, kind_for_engine, render
+from tau_testing.k8s_schema import validate_objects
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -225,7 +225,7 @@ def test_random_job_intents_render_valid_objects(
 
 
 def test_schema_helper_catches_unknown_fields_and_bad_types(tmp_path: Path) -> None:
-    from tau_core.k8s_schema import SchemaViolation, object_errors
+    from tau_testing.k8s_schema import SchemaViolation, object_errors
 
     job = {
         "apiVersion": "batch/v1",
@@ -244,7 +244,7 @@ def test_schema_helper_catches_unknown_fields_and_bad_types(tmp_path: Path) -> N
     problems = object_errors(rayjob)
     assert any("entrypointt" in p for p in problems) and any("metadata.labels.a" in p for p in problems)
     assert object_errors({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})[0].endswith(
-        "(core 1.30 or CRDs in " + str(__import__("tau_core.k8s_schema").k8s_schema.crds_dir()) + ")"
+        "(core 1.30 or CRDs in " + str(__import__("tau_testing.k8s_schema").k8s_schema.crds_dir()) + ")"
     )
     with pytest.raises(SchemaViolation, match="bogus"):
         validate_objects([job])

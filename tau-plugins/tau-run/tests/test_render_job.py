@@ -17,9 +17,9 @@ import pytest
 from tau_core import keys
 from tau_core.config import load_config
 from tau_core.errors import ConfigError
-from tau_core.k8s_schema import validate_objects
 from tau_core.rendering import RenderRequest
 from tau_run.renderers.job import render_job
+from tau_testing.k8s_schema import validate_objects
 
 PINNED = "registry.example.com/team/source@sha256:" + "a" * 64
 OFFLOAD_IMAGE = "registry.example.com/taugrid-portal@sha256:" + "b" * 64

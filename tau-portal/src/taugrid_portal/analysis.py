@@ -88,7 +88,9 @@ def compare(store: ExperimentStore, name: str, *, metric: str | None, direction:
           "unit": None} for s in sums if s["run_id"] in runs),
         key=lambda v: (v["run_group_id"], v["run_id"]),
     )
-    better = (lambda a, b: a > b) if direction == "max" else (lambda a, b: a < b)
+    def better(a: float, b: float) -> bool:
+        return a > b if direction == "max" else a < b
+
     groups: dict[str, list[dict[str, Any]]] = {}
     for v in run_values:
         groups.setdefault(v["run_group_id"], []).append(v)
@@ -182,10 +184,10 @@ def plot(store: ExperimentStore, name: str, *, metric: str | None, out: Path) ->
     height = 286 + 18 * len(series)
 
     def px(x: float) -> float:
-        return left + (x - x0) / (x1 - x0) * (right - left)
+        return float(left + (x - x0) / (x1 - x0) * (right - left))
 
     def py(y: float) -> float:
-        return bottom - (y - y0) / (y1 - y0) * (bottom - top)
+        return float(bottom - (y - y0) / (y1 - y0) * (bottom - top))
 
     title = f"Tau experiment plot: {metric}"
     parts = [

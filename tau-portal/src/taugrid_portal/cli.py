@@ -16,12 +16,12 @@ from pathlib import Path
 
 import click
 
+from tau_core.cli_options import CONTEXT_SETTINGS as CONTEXT
 from tau_core.errors import UsageError
 from tau_core.output import info, render_table, to_json
 from taugrid_portal import __version__
 from taugrid_portal.cliutil import PROG, emit_rows, field_table, json_flag, open_store, store_option
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 LAZY_STELLAR = ("stellar", "serve", "open")
 ALIASES = {"runs": "search", "dashboard": "stellar"}
 

@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from tau_cluster import options as o
+from tau_core.cli_options import CONTEXT_SETTINGS as CONTEXT
 from tau_core.output import emit, to_json
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}
 context_option = click.option("--context", default=lambda: os.environ.get("TAU_CONTEXT", ""),
                               help="kubectl context (default: $TAU_CONTEXT or the current context).")
 release_option = click.option("--release", default=o.DEFAULT_RELEASE, show_default=True, help="Helm release name.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 
 import attrs
@@ -87,7 +88,7 @@ class DatasetRegistry:
             out.append(record)
         return sorted(out, key=lambda r: (r.name, r.version))
 
-    def aliases(self, name: str) -> list[tuple[DatasetAlias, str]]:
+    def aliases(self, name: str) -> builtins.list[tuple[DatasetAlias, str]]:
         found = []
         for info in self.store.list(layout.dataset_aliases(name)):
             versioned = self.store.read(info.key)

@@ -9,6 +9,7 @@ parser refuses query strings, user-info and plain ``http://`` first.
 from __future__ import annotations
 
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, BinaryIO
 
@@ -34,7 +35,7 @@ class HttpsSource:
         self.url = url.rstrip("/")
 
     def _fetch(self, key: str) -> Any:
-        target = f"{self.url}/{urllib.request.quote(check_key(key))}"
+        target = f"{self.url}/{urllib.parse.quote(check_key(key))}"
         try:
             return _OPENER.open(target, timeout=TIMEOUT)
         except urllib.error.HTTPError as exc:

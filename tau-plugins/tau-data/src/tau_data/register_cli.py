@@ -66,7 +66,7 @@ def build_record(name: str, version: str, o: dict[str, str], tags: dict[str, str
             raise UsageError(f"no files found at {store.url}")
         assurance = o["assurance"] or "verified"
         loc = getattr(store, "location", None)
-        if getattr(loc, "backend", "") == "az" and not o["account"]:
+        if loc is not None and getattr(loc, "backend", "") == "az" and not o["account"]:
             location.update(account=loc.account, container=loc.container, prefix=loc.prefix)
         elif not o["account"]:
             location["uri"] = store.url

@@ -6,31 +6,21 @@ the logs themselves from the kubernetes execution backend.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from tau_core.errors import UsageError
+from tau_core.cli_options import CONTEXT_SETTINGS, log_options, logs_options, print_logs
 from tau_core.output import info
 
 if TYPE_CHECKING:
     from tau_core.lifecycle.base import ExecutionBackend, RunRef
 
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
 
 @click.command("logs", context_settings=CONTEXT_SETTINGS)
 @click.argument("run_name", metavar="RUN")
-@click.option("-f", "--follow", is_flag=True, help="Stream new log lines until the run ends.")
-@click.option("--tail", type=int, default=200, show_default=True,
-              help="Lines from the end; -1 = all; 0 prints nothing unless following.")
-@click.option("-c", "--container", default=None, help="Container or init container (batch Jobs only).")
-@click.option("--all-containers", is_flag=True, help="Every container (batch Jobs only).")
-@click.option("--previous", is_flag=True, help="The previous container instance (batch Jobs only).")
-@click.option("--timestamps", is_flag=True, help="Prefix lines with timestamps (batch Jobs only).")
-@click.option("--prefix", is_flag=True, help="Prefix lines with pod/container (batch Jobs only).")
+@logs_options
 @click.option("-n", "--namespace", default=None, help="Namespace of the run (skips the workspace search).")
 @click.option("--workspace", default=None, help="Search only this configured workspace.")
 @click.option("--context", default=None,
@@ -54,27 +44,11 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
       tau logs train-7f2c --context prod -n aurora --tail -1 --timestamps
     """
     from tau_core.backends.targeting import check_name
-    from tau_core.lifecycle.base import LogOptions
 
-    if container and all_containers:
-        raise UsageError("-c/--container and --all-containers cannot be combined")
-    if tail < -1:
-        raise UsageError("--tail must be -1 (all lines) or a number of lines >= 0")
-    options = LogOptions(follow=follow, tail=None if tail == -1 else tail, container=container,
-                         all_containers=all_containers, previous=previous, timestamps=timestamps, prefix=prefix)
+    options = log_options(follow, tail, container, all_containers, previous, timestamps, prefix)
     check_name(run_name)
     backend, ref = _route(run_name, namespace, workspace, context, system_namespace)
-    if options.tail == 0 and not options.follow:
-        return
-    try:
-        for line in backend.logs(ref, options):
-            click.echo(line)
-            if follow:
-                sys.stdout.flush()
-    except KeyboardInterrupt:
-        click.echo("", err=True)
-        info(f"stopped following; {run_name} keeps running")
-        sys.exit(130)
+    print_logs(backend, ref, options)
 
 
 def _route(run_name: str, namespace: str | None, workspace: str | None, context: str | None,

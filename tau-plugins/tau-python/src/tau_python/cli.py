@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from tau_core.cli_options import CONTEXT_SETTINGS as CONTEXT
 from tau_python.overrides import override_options
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 MODULE = click.argument("module", type=click.Path(path_type=Path))
 
 

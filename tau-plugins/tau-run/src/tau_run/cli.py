@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+from tau_core.cli_options import CONTEXT_SETTINGS as CONTEXT
 
 #: verb -> (module, attribute, one-line help)
 OWN_VERBS: dict[str, tuple[str, str, str]] = {

@@ -89,6 +89,7 @@ def _annotate(node: Any, resolution: Resolution, path: tuple[str, ...] = ()) -> 
         for key, value in node.items():
             out[key] = _annotate(value, resolution, (*path, str(key)))
             if not isinstance(value, (Mapping, list)):
+                source: str | None
                 if env_item and key == "value":
                     source = _env_source(str(node["name"]), resolution)
                 else:

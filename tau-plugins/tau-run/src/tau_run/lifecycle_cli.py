@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from tau_core.cli_options import CONTEXT_SETTINGS, log_options, logs_options, print_logs
 from tau_core.errors import TauError, UsageError
 from tau_core.output import emit, info, render_table
 
 if TYPE_CHECKING:
     from tau_core.backends.targeting import LifecycleTarget
-    from tau_core.lifecycle.base import ExecutionBackend, LogOptions, RunRef, RunStatus, RunSummary
+    from tau_core.lifecycle.base import ExecutionBackend, RunRef, RunStatus, RunSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def lifecycle_options(fn: F) -> F:
@@ -319,48 +319,6 @@ def _watch(backend: ExecutionBackend, ref: RunRef, interval: float, max_iteratio
 
 
 # -- logs ---------------------------------------------------------------------------------------
-
-def logs_options(fn: F) -> F:
-    options = [
-        click.option("-f", "--follow", is_flag=True, help="Stream new log lines until the run ends."),
-        click.option("--tail", type=int, default=200, show_default=True,
-                     help="Lines from the end; -1 = all; 0 prints nothing unless following."),
-        click.option("-c", "--container", default=None, help="Container or init container (batch Jobs only)."),
-        click.option("--all-containers", is_flag=True, help="Every container (batch Jobs only)."),
-        click.option("--previous", is_flag=True, help="The previous container instance (batch Jobs only)."),
-        click.option("--timestamps", is_flag=True, help="Prefix lines with timestamps (batch Jobs only)."),
-        click.option("--prefix", is_flag=True, help="Prefix lines with pod/container (batch Jobs only)."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def log_options(follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
-                timestamps: bool, prefix: bool) -> LogOptions:
-    from tau_core.lifecycle.base import LogOptions
-
-    if container and all_containers:
-        raise UsageError("-c/--container and --all-containers cannot be combined")
-    if tail < -1:
-        raise UsageError("--tail must be -1 (all lines) or a number of lines >= 0")
-    return LogOptions(follow=follow, tail=None if tail == -1 else tail, container=container,
-                      all_containers=all_containers, previous=previous, timestamps=timestamps, prefix=prefix)
-
-
-def print_logs(backend: ExecutionBackend, ref: RunRef, options: LogOptions) -> None:
-    if options.tail == 0 and not options.follow:
-        return
-    try:
-        for line in backend.logs(ref, options):
-            click.echo(line)
-            if options.follow:
-                sys.stdout.flush()
-    except KeyboardInterrupt:
-        click.echo("", err=True)
-        info(f"stopped following; {ref.name} keeps running")
-        sys.exit(130)
-
 
 @click.command("logs", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
-# One lookup of the repository and of the upstream CRDs ($TAU_CRDS_DIR, else <repo>/../shared/crds),
-# shared with the schema checks in tau_core.
-from tau_core.k8s_schema import crds_dir, repo_root
-
 __all__ = ["cache_dir", "crds_dir", "repo_root", "tools_dir"]
+
+ENV_CRDS_DIR = "TAU_CRDS_DIR"
+
+
+def repo_root() -> Path:
+    """The repository holding this checkout of tau-testing (else the working directory)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "tau-core").is_dir() and (parent / "tau-plugins").is_dir():
+            return parent
+    return Path.cwd()
+
+
+def crds_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The upstream CRDs: ``$TAU_CRDS_DIR``, else ``<repo>/../shared/crds``."""
+    env = os.environ if env is None else env
+    value = env.get(ENV_CRDS_DIR)
+    if value:
+        return Path(value).expanduser()
+    return (repo_root() / ".." / "shared" / "crds").resolve()
 
 
 def tools_dir() -> Path:

@@ -37,7 +37,7 @@ class TauCli:
     inline: list[tuple[str, object]] = field(default_factory=list)
 
     def register(self, plugin: object, name: str | None = None) -> None:
-        self.inline.append((name or getattr(plugin, "__name__", type(plugin).__name__), plugin))
+        self.inline.append((name or str(getattr(plugin, "__name__", type(plugin).__name__)), plugin))
 
     def unregister(self, name: str) -> None:
         self.inline = [(n, p) for n, p in self.inline if n != name]

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from tau_core import __version__
+from tau_core.cli_options import CONTEXT_SETTINGS
 from tau_core.output import emit, output_option, render_table
 from tau_core.plugins import FAMILIES, Host, get_host
 
@@ -46,7 +47,7 @@ def _table(doc: dict[str, Any]) -> str:
     return f"tau {doc['version']}\n\n" + render_table(rows, ["distribution", "version", "roots", "hooks", "status"])
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--short", is_flag=True, help="Print only the bare version.")
 @output_option("table", "json", "yaml")
 def version(short: bool, output: str) -> None:

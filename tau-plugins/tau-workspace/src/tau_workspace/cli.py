@@ -7,9 +7,8 @@ from typing import Any
 
 import click
 
+from tau_core.cli_options import CONTEXT_SETTINGS as CONTEXT
 from tau_core.output import emit, output_option
-
-CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
 @click.group(context_settings=CONTEXT)

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from tau_core.cli_options import CONTEXT_SETTINGS as CONTEXT
 from tau_core.errors import UsageError
 from taugrid_portal.portal.config import (
     DEFAULT_ADDR,
@@ -26,8 +27,6 @@ from taugrid_portal.portal.config import (
     parse_operator_scope,
 )
 from taugrid_portal.portal.kusto_flags import deprecated_aliases, kusto_config, kusto_options, run_history_config
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 @click.group("portal", context_settings=CONTEXT)

@@ -7,40 +7,25 @@
   ``metadata`` and embedded pod templates are additionally checked against the core schemas.
 
 ``kubernetes_validate`` and ``jsonschema`` are test dependencies only: they are imported
-inside the functions, and nothing in the product imports this module.
+inside the functions.  It lives in tau-testing, beside the simulator: test support, never shipped
+in a product package (``nox -s imports`` forbids product packages to import tau_testing).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tau_testing.paths import ENV_CRDS_DIR, crds_dir
+
 K8S_VERSION = "1.30"
-ENV_CRDS_DIR = "TAU_CRDS_DIR"
 
 
 class SchemaViolation(AssertionError):
     """A rendered object does not match its schema; the message lists every problem."""
-
-
-def repo_root() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "tau-core").is_dir() and (parent / "tau-plugins").is_dir():
-            return parent
-    return Path.cwd()
-
-
-def crds_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    value = env.get(ENV_CRDS_DIR)
-    if value:
-        return Path(value).expanduser()
-    return (repo_root() / ".." / "shared" / "crds").resolve()
 
 
 def _load_yaml_docs(path: Path) -> list[Any]:
