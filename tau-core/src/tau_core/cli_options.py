@@ -21,7 +21,7 @@ from tau_core.errors import UsageError
 from tau_core.output import info
 
 if TYPE_CHECKING:
-    from tau_core.lifecycle.base import LogOptions
+    from tau_core.lifecycle.base import ExecutionBackend, LogOptions, RunRef
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,7 +48,7 @@ def logs_options(fn: F) -> F:
 def log_options(follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
                 timestamps: bool, prefix: bool) -> LogOptions:
     """The validated :class:`~tau_core.lifecycle.base.LogOptions` of the :func:`logs_options` flags."""
-    from tau_core.lifecycle.base import LogOptions
+    from tau_core.lifecycle.base import ExecutionBackend, LogOptions, RunRef
 
     if container and all_containers:
         raise UsageError("-c/--container and --all-containers cannot be combined")
@@ -58,7 +58,7 @@ def log_options(follow: bool, tail: int, container: str | None, all_containers: 
                       all_containers=all_containers, previous=previous, timestamps=timestamps, prefix=prefix)
 
 
-def print_logs(backend: Any, ref: Any, options: LogOptions) -> None:
+def print_logs(backend: ExecutionBackend, ref: RunRef, options: LogOptions) -> None:
     """Print ``backend.logs(ref, options)`` line by line (flushed while following)."""
     if options.tail == 0 and not options.follow:
         return
