@@ -249,35 +249,60 @@ def test_stellar_help_imports_nothing_heavy() -> None:
     assert "Examples:" in r.stdout and "-o, --output [html|json|tui]" in r.stdout
 
 
-def test_open_serves_and_opens_the_default_browser(store_path: Path, tmp_path: Path) -> None:
+def _with_browser(store_path: Path, tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], Path]:
+    """Start ``taugrid-portal experiment ARGS`` with a $BROWSER that records the URL it is asked to open."""
     marker = tmp_path / "opened.txt"
     fake_browser = tmp_path / "browser.sh"
     fake_browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {marker}\n', encoding="utf-8")
     fake_browser.chmod(0o755)
     env = {**os.environ, "TAU_EXP_STORE": str(store_path), "PYTHONUNBUFFERED": "1", "BROWSER": f"{fake_browser} %s"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from taugrid_portal.cli import main; main()", "experiment", "open", "sweep"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
+    proc = subprocess.Popen([sys.executable, "-c", "from taugrid_portal.cli import main; main()", "experiment", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return proc, marker
+
+
+def _opened(proc: subprocess.Popen[str], marker: Path) -> str:
+    deadline = time.monotonic() + 30
+    while not (marker.exists() and marker.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, "the browser was not opened"
+        time.sleep(0.1)
+    return marker.read_text()
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_serve_open_opens_the_default_target_with_its_metric(store_path: Path, tmp_path: Path) -> None:
+    proc, marker = _with_browser(store_path, tmp_path, "serve", "--addr", "0.0.0.0:0", "--default-target", "sweep",
+                                 "--metric", "loss", "--open")
+    try:
+        url = _opened(proc, marker)
+        # a wildcard bind is shown and opened as loopback
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/stellar\?target=sweep&metric=loss", url), url
+        r = httpx.get(url, timeout=30)
+        assert r.status_code == 200 and "stellar-snapshot" in r.text
+    finally:
+        _interrupt(proc)
+
+
+def test_open_serves_and_opens_the_default_browser(store_path: Path, tmp_path: Path) -> None:
+    proc, marker = _with_browser(store_path, tmp_path, "open", "sweep")
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/stellar\?target=sweep", url), url
-        deadline = time.monotonic() + 30
-        while not (marker.exists() and marker.read_text()):
-            assert time.monotonic() < deadline and proc.poll() is None, "the browser was not opened"
-            time.sleep(0.1)
-        assert marker.read_text() == url
+        assert _opened(proc, marker) == url
         r = httpx.get(url, timeout=30)
         assert r.status_code == 200 and "stellar-snapshot" in r.text
         assert r.headers["x-content-type-options"] == "nosniff"
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _interrupt(proc)
 
 
 def test_open_rejects_unknown_targets_before_serving(store_path: Path) -> None:

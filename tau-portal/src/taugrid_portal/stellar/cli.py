@@ -118,8 +118,12 @@ Examples:
               help="Address to bind. The server is read-only but has no authentication: keep it on loopback.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port (0 picks a free one).")
 @click.option("--default-target", metavar="NAME", help="Redirect / to this target's page.")
+@click.option("--open", "open_browser", is_flag=True,
+              help="Open the default browser at the default target's page (or /stellar).")
+@click.option("--metric", help="Primary metric of the page --open shows.")
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
-def serve(host: str, port: int, default_target: str | None, store: str | None) -> None:
+def serve(host: str, port: int, default_target: str | None, open_browser: bool, metric: str | None,
+          store: str | None) -> None:
     """Serve Stellar read-only over HTTP (/stellar, /api/stellar/snapshot, /api/stellar/series, /healthz)."""
     from .server import bind, url_for, warn_if_exposed
     from .server import serve as run_server
@@ -129,6 +133,8 @@ def serve(host: str, port: int, default_target: str | None, store: str | None) -
     warn_if_exposed(host)
     sock = bind(host, port)
     click.echo(f"serving taugrid-portal experiment stellar at {url_for(sock)} (store={path})", err=True)
+    if open_browser:
+        _open_later(url_for(sock, _page(default_target, metric)))
     try:
         run_server(sock, path, default_target=default_target)
     except KeyboardInterrupt:
@@ -154,10 +160,6 @@ Examples:
 def open_(target: str, host: str, port: int, metric: str | None, browser: bool,
           store: str | None) -> None:
     """Serve Stellar and open TARGET's page in the default browser (prints the URL)."""
-    import threading
-    import webbrowser
-    from urllib.parse import urlencode
-
     from .server import bind, url_for, warn_if_exposed
     from .server import serve as run_server
 
@@ -166,18 +168,33 @@ def open_(target: str, host: str, port: int, metric: str | None, browser: bool,
         s.resolve_target(target)  # unknown targets fail now, with suggestions
     warn_if_exposed(host)
     sock = bind(host, port)
-    query = {"target": target, **({"metric": metric} if metric else {})}
-    url = url_for(sock, "/stellar?" + urlencode(query))
+    url = url_for(sock, _page(target, metric))
     click.echo(url)
     click.echo(f"opened taugrid-portal experiment stellar at {url} (Ctrl-C stops the server)", err=True)
     if browser:
-        threading.Timer(0.3, lambda: webbrowser.open(url)).start()
+        _open_later(url)
     try:
         run_server(sock, path)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     finally:
         sock.close()
+
+
+def _page(target: str | None, metric: str | None) -> str:
+    """The Stellar page path for ``target`` (and its primary ``metric``); bare /stellar without a target."""
+    from urllib.parse import urlencode
+
+    query = {**({"target": target} if target else {}), **({"metric": metric} if metric else {})}
+    return "/stellar" + ("?" + urlencode(query) if query else "")
+
+
+def _open_later(url: str) -> None:
+    """Open ``url`` in the default browser once the server is listening ($BROWSER is honoured)."""
+    import threading
+    import webbrowser
+
+    threading.Timer(0.3, lambda: webbrowser.open(url)).start()
 
 
 # The ``experiment`` group looks these up by name (``stellar``, ``serve``, ``open_command``).
