@@ -23,6 +23,7 @@ from tau_controller.context import Ctx
 from tau_controller.leader import GatedSession, LeaderElector
 from tau_controller.quota import reconcile_quota
 from tau_controller.retrying import KINDS as RETRY_KINDS
+from tau_controller.retrying import SWEEP as RETRY_SWEEP
 from tau_controller.retrying import key_of as retry_key
 from tau_controller.retrying import reconcile_retry
 from tau_controller.serve import Metrics, Servers, parse_address
@@ -91,7 +92,7 @@ class Controller:
         session = await GatedSession.connect(kubeconfig=opts.kubeconfig, context=opts.context)
         assert isinstance(session, GatedSession)
         self.ctx = Ctx(Client(session, self.cache, CACHED), opts.system_namespace,
-                       server_side_retry="retry" in self.reconcilers)
+                       server_side_retry="retry" in self.reconcilers, namespaces=tuple(opts.namespace_scope))
         self.servers = Servers(self.metrics, lambda: True)
         workers: list[asyncio.Task[None]] = []
         elector = None
@@ -112,6 +113,8 @@ class Controller:
                        for kind, fn in self.reconcilers.items()]
             if "cluster" in self.queues:
                 self.queues["cluster"].add(SINGLETON)
+            if "retry" in self.queues:
+                self.queues["retry"].add(RETRY_SWEEP)  # finish resubmissions a stopped controller left halfway
             await kopf.operator(registry=self._registry(session), settings=self._settings(), standalone=True,
                                 clusterwide=not opts.namespace_scope, namespaces=opts.namespace_scope,
                                 stop_flag=self._stop, ready_flag=self.ready)
@@ -285,8 +288,8 @@ class Controller:
             return [("quota", str(meta.get("name")))] if meta.get("namespace") == sysns and etype != "DELETED" else []
 
         def workloads(etype: str | None, obj: dict[str, Any]) -> Iterable[tuple[str, str]]:
-            key = retry_key(obj)
-            return [("retry", key)] if key and etype != "DELETED" else []
+            key = retry_key(obj)  # deletions too: a run deleted halfway through its resubmission was cancelled
+            return [("retry", key)] if key else []
 
         out[RETRY_KINDS["Job"]] = workloads
         out[RETRY_KINDS["RayJob"]] = workloads
