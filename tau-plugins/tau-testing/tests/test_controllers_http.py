@@ -8,7 +8,6 @@ import pytest
 
 from tau_testing.sim.client import api_client, run
 from tau_testing.sim.controllers import add_node, kit
-from tau_testing.sim.controllers.kueue import API
 from tau_testing.sim.scripts import PodScript, scripts_of
 
 
