@@ -23,10 +23,13 @@ from tau_testing.sim.scenarios.taugrid import SYSTEM_NAMESPACE
 
 TAU = keys.API_VERSION
 LEASE_API = "coordination.k8s.io/v1"
-# real time: a renewal may be slow under load, yet takeover after a release is immediate
-STEADY = {"leader_elect": True, "lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 0.5}
-# real time: the standby must wait out the Lease, so keep it short but with seconds of margin on each side
-EXPIRING = {"leader_elect": True, "lease_duration": 8.0, "renew_deadline": 5.0, "retry_period": 0.25}
+# Real time.  The renewals share the event loop with kopf's start-up (a dozen initial listings) and the simulator
+# shares the process: with a load average of 15-20 on 2 cores one renewal round was seen to take over 8 s.
+# A takeover after a release is immediate, so the steady test can afford a long deadline ...
+STEADY = {"leader_elect": True, "lease_duration": 30.0, "renew_deadline": 20.0, "retry_period": 0.5}
+# ... and the expiry test waits the Lease out (~20 s), leaving 5 s for a write already on the wire
+EXPIRING = {"leader_elect": True, "lease_duration": 20.0, "renew_deadline": 15.0, "retry_period": 0.5}
+POLL = 0.25  # the test's own polling settles the fake-clock cluster each time: keep it from hogging the GIL
 
 
 def _writes(cluster: Any, user: str) -> list[Any]:
@@ -173,7 +176,7 @@ def test_only_the_lease_holder_reconciles_and_a_standby_takes_over(platform, con
     assert _holder(platform) == "replica-a"
 
     platform.store.create(workspace())
-    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=60)
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=60, interval=POLL)
     assert _writes(platform, "replica-a") and not _writes(platform, "replica-b")
     assert not standby.ready.is_set()
 
@@ -181,7 +184,7 @@ def test_only_the_lease_holder_reconciles_and_a_standby_takes_over(platform, con
     stopped_at = len(platform.requests.entries)
     assert standby.ready.wait(60), "the standby never took over"
     platform.store.create(workspace("borealis"))
-    platform.wait_for(lambda: _phase(platform, "borealis") == "Degraded", timeout=60)
+    platform.wait_for(lambda: _phase(platform, "borealis") == "Degraded", timeout=60, interval=POLL)
     assert _writes(platform, "replica-b")
     assert not [r for r in platform.requests.entries[stopped_at:] if r.user == "replica-a"]
     lease = platform.store.get(LEASE_API, "Lease", SYSTEM_NAMESPACE, keys.CONTROLLER_LEASE)
@@ -194,11 +197,11 @@ def test_a_leader_that_cannot_renew_stops_before_the_standby_starts(platform, co
         platform.add_user(user, ["system:masters"])
     leader = controller_factory(platform, user="replica-a", identity="replica-a", **EXPIRING)
     platform.store.create(workspace())
-    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=60)
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=60, interval=POLL)
     standby = controller_factory(platform, user="replica-b", identity="replica-b", wait_ready=False, **EXPIRING)
     platform.faults.add(method="PUT", path_regex="/leases/", status=500, user="replica-a")  # renewals fail
     assert standby.ready.wait(90), "the standby never took over"
-    platform.wait_for(lambda: leader.lost_leadership, timeout=60)
+    platform.wait_for(lambda: leader.lost_leadership, timeout=60, interval=POLL)
     entries = list(platform.requests.entries)
     last_a = max((i for i, r in enumerate(entries) if r.user == "replica-a" and r.method != "GET"
                   and r.resource != "leases.coordination.k8s.io"), default=-1)
