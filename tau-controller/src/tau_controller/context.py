@@ -29,6 +29,12 @@ class Ctx:
     memo: dict[str, Any] = field(default_factory=dict)
     #: this controller resubmits runs stamped ``retry-owner: controller`` (advertised in TauCluster status)
     server_side_retry: bool = False
+    #: namespaces this controller watches (empty: every namespace)
+    namespaces: tuple[str, ...] = ()
+    #: this process (an Event's ``reportingInstance`` says which process recorded it)
+    instance: str = field(default_factory=lambda: f"{COMPONENT}-{uuid.uuid4().hex[:10]}")
+    #: uids of failed workloads this process deleted (or sent a DELETE whose outcome is unknown) to resubmit them
+    deleted: set[str] = field(default_factory=set)
 
     async def event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
         """Record a core/v1 Event about ``obj`` (best effort: a failure is logged, never raised)."""

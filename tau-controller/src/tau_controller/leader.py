@@ -1,9 +1,18 @@
 """Leader election through a ``coordination.k8s.io`` Lease (``tau-core-controller.tau.azure.com``).
 
-A replica reconciles only after it holds the Lease, renews it every ``retry_period``, and stops (exits) when it
-could not renew within ``renew_deadline``; the Lease expires ``lease_duration`` after the last renewal, so a new
-leader starts only after the old one stopped writing (``renew_deadline`` < ``lease_duration``).  Updates use the
-Lease's ``resourceVersion``, so two candidates cannot both win one round.
+The timing follows client-go's leader election, so that two replicas never write at once even when their wall
+clocks disagree or the machine is slow:
+
+* A standby measures expiry on its **own monotonic clock, from when it last saw the Lease change**, never by
+  comparing the holder's ``renewTime`` with its own wall clock: it takes over only after the record stayed
+  unchanged for ``leaseDurationSeconds`` (or at once when the holder released it).
+* The leader's authority lasts ``renew_deadline`` from the **start** of its last successful renewal round (the
+  moment before the ``renewTime`` it wrote, so a slow reply never extends it).  Every write the controller sends
+  passes :meth:`LeaderElector.may_write` first (:class:`GatedSession`), so a leader that could not renew stops
+  writing at that instant, before the loop has even noticed; then it stops altogether.
+* ``renew_deadline`` < ``lease_duration``: the difference is the margin for a write already on the wire.
+
+Updates carry the Lease's ``resourceVersion``, so two candidates cannot both win one round.
 """
 
 from __future__ import annotations
@@ -12,9 +21,10 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from tau_controller.api import LEASE
@@ -22,23 +32,32 @@ from tau_core import keys
 from tau_core.kube import KubeApiError, KubeSession
 
 log = logging.getLogger("tau_controller")
+READS = ("GET", "HEAD")
 
 
 def _micro(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parse(text: Any) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
+class NotLeading(KubeApiError):
+    """A write refused locally because this replica's leadership may have lapsed (never sent)."""
+
+
+class GatedSession(KubeSession):
+    """tau_core's session with a write gate: with leader election, no write leaves without the Lease."""
+
+    gate: Callable[[], bool] | None = None
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if method not in READS and self.gate is not None and not self.gate():
+            raise NotLeading(f"{method} {path} refused: this replica does not hold the leader Lease",
+                             hint="another replica leads; this one is stopping")
+        return await super().request(method, path, **kwargs)
 
 
 class LeaderElector:
-    def __init__(self, session: KubeSession, options: Any, metrics: Any, on_lost: Callable[[], None]) -> None:
+    def __init__(self, session: KubeSession, options: Any, metrics: Any, on_lost: Callable[[], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if options.renew_deadline >= options.lease_duration:
             from tau_core.errors import UsageError
 
@@ -52,19 +71,35 @@ class LeaderElector:
         self.period = options.retry_period
         self.metrics = metrics
         self.on_lost = on_lost
+        self.clock = clock
         self.leading = False
+        self._valid_until = 0.0  # monotonic: end of this replica's authority to write
+        self._observed: tuple[Any, ...] | None = None  # the Lease record last seen ...
+        self._observed_at = 0.0  # ... and when (monotonic) it was first seen
         self._renewer: asyncio.Task[None] | None = None
 
     @property
     def path(self) -> str:
         return LEASE.path(self.namespace, keys.CONTROLLER_LEASE)
 
+    def may_write(self) -> bool:
+        """True while this replica leads and its last renewal is younger than ``renew_deadline``."""
+        return self.leading and self.clock() < self._valid_until
+
+    def _observe(self, spec: Mapping[str, Any], now: float) -> None:
+        record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("acquireTime"),
+                  spec.get("leaseDurationSeconds"), spec.get("leaseTransitions"))
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+
     async def _try(self) -> bool:
-        """One acquire-or-renew round; True when this replica holds the Lease afterwards."""
-        now = datetime.now(UTC)
+        """One acquire-or-renew round; True when this replica holds the Lease afterwards (its authority then
+        lasts ``renew_deadline`` from the start of this round)."""
+        started = self.clock()
+        wall = datetime.now(UTC)
         lease = await self.session.get(self.path, missing_ok=True)
         spec: dict[str, Any] = {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.duration)),
-                                "acquireTime": _micro(now), "renewTime": _micro(now), "leaseTransitions": 0}
+                                "acquireTime": _micro(wall), "renewTime": _micro(wall), "leaseTransitions": 0}
         if lease is None:
             body = {"apiVersion": LEASE.api_version, "kind": "Lease",
                     "metadata": {"name": keys.CONTROLLER_LEASE, "namespace": self.namespace}, "spec": spec}
@@ -74,12 +109,13 @@ class LeaderElector:
                 if exc.status == 409:
                     return False
                 raise
+            self._valid_until = started + self.deadline
             return True
         current = lease.get("spec") or {}
+        self._observe(current, self.clock())
         holder = current.get("holderIdentity")
-        renewed = _parse(current.get("renewTime"))
-        held_for = timedelta(seconds=float(current.get("leaseDurationSeconds") or self.duration))
-        if holder and holder != self.identity and renewed is not None and renewed + held_for > now:
+        held_for = float(current.get("leaseDurationSeconds") or self.duration)
+        if holder and holder != self.identity and self._observed_at + held_for > self.clock():
             return False
         if holder == self.identity:
             spec["acquireTime"] = current.get("acquireTime") or spec["acquireTime"]
@@ -87,11 +123,13 @@ class LeaderElector:
         else:
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
         try:
-            await self.session.request("PUT", self.path, body=dict(lease, spec=spec))
+            written = await self.session.request("PUT", self.path, body=dict(lease, spec=spec))
         except KubeApiError as exc:
             if exc.status == 409:
                 return False
             raise
+        self._observe((written or {}).get("spec") or spec, self.clock())
+        self._valid_until = started + self.deadline
         return True
 
     async def acquire(self, stop: asyncio.Event) -> bool:
@@ -114,18 +152,16 @@ class LeaderElector:
         return True
 
     async def _renew(self) -> None:
-        loop = asyncio.get_running_loop()
-        last = loop.time()
         while True:
-            await asyncio.sleep(self.period)
-            try:
-                ok = await asyncio.wait_for(self._try(), max(0.1, self.deadline - (loop.time() - last)))
-            except Exception as exc:
-                log.warning("renewing the leader Lease failed: %s", exc)
-                ok = False
-            if ok:
-                last = loop.time()
-            elif loop.time() - last >= self.deadline:
+            await asyncio.sleep(min(self.period, max(0.0, self._valid_until - self.clock())))
+            left = self._valid_until - self.clock()
+            ok = False
+            if left > 0:
+                try:
+                    ok = await asyncio.wait_for(self._try(), left)
+                except Exception as exc:
+                    log.warning("renewing the leader Lease failed: %s", describe(exc))
+            if not ok and not self.may_write():
                 self.leading = False
                 self.metrics.leader.set(0)
                 self.on_lost()
@@ -137,8 +173,8 @@ class LeaderElector:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._renewer
-        if not self.leading:
-            return
+        if self._renewer is None:
+            return  # never led
         self.leading = False
         self.metrics.leader.set(0)
         try:
@@ -147,4 +183,9 @@ class LeaderElector:
                 spec = dict(lease["spec"], holderIdentity=None, leaseDurationSeconds=1)
                 await self.session.request("PUT", self.path, body=dict(lease, spec=spec))
         except Exception as exc:
-            log.warning("releasing the leader Lease failed: %s", exc)
+            log.warning("releasing the leader Lease failed: %s", describe(exc))
+
+
+def describe(exc: BaseException) -> str:
+    """``TimeoutError()`` prints as nothing; say what it was."""
+    return str(exc) or type(exc).__name__

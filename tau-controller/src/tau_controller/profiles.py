@@ -247,7 +247,7 @@ async def resolve_all(ctx: Ctx, spec: Mapping[str, Any], generation: int,
     out: dict[str, Any] = {"observedGeneration": generation, "observed": len(profiles), "ready": ready,
                            "drifted": len(profiles) - ready, "profiles": profiles}
     try:
-        out["profileSetHash"] = profile_set_hash(profiles)
+        out["profileSetHash"] = profile_set_hash(list[Mapping[str, Any]](profiles))
     except (TypeError, ValueError):
         pass
     if not profiles:

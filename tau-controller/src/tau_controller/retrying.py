@@ -4,16 +4,18 @@ Failures are read and classified exactly as the CLI does (the kubernetes executi
 ``tau_core.status_tree.classify``); the policy is the one stamped on the workload; the next attempt is the last
 workload's own spec (``tau_core.retry.next_attempt``), never a re-render.  The deterministic retry Event name
 (``<run>-retry-<n>``) makes a second resubmission of the same attempt impossible: whoever creates it first wins.
+It records the next attempt before the failed workload is deleted; :mod:`tau_controller.handover` finishes a
+resubmission a stopped controller left halfway, and says how a run a user cancelled is told apart.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tau_controller import handover
 from tau_controller.api import Kind
 from tau_controller.context import COMPONENT, Ctx, log
 from tau_core import keys
@@ -24,6 +26,8 @@ from tau_core.retry import OWNER_CONTROLLER, next_attempt, policy_from_annotatio
 JOB = Kind("batch/v1", "jobs", "Job", True)
 RAYJOB = Kind("ray.io/v1", "rayjobs", "RayJob", True)
 KINDS = {"Job": JOB, "RayJob": RAYJOB}
+#: the retry queue's key for the sweep over unfinished resubmissions (start-up, then every SWEEP_INTERVAL)
+SWEEP = "sweep"
 
 
 def key_of(obj: dict[str, Any]) -> str | None:
@@ -40,8 +44,8 @@ def _backend() -> Any:
     return get_host().registry("execution_backends")["kubernetes"].load()()
 
 
-def _as_controller(event: dict[str, Any]) -> dict[str, Any]:
-    event.update(reportingComponent=COMPONENT, reportingInstance=COMPONENT, source={"component": COMPONENT})
+def _as_controller(ctx: Ctx, event: dict[str, Any]) -> dict[str, Any]:
+    event.update(reportingComponent=COMPONENT, reportingInstance=ctx.instance, source={"component": COMPONENT})
     return event
 
 
@@ -49,7 +53,7 @@ async def _create_event(ctx: Ctx, event: dict[str, Any]) -> bool:
     """True when this call created the Event (False: it already existed)."""
     ns = event["metadata"]["namespace"]
     try:
-        await ctx.client.session.create(f"/api/v1/namespaces/{ns}/events", _as_controller(event))
+        await ctx.client.session.create(f"/api/v1/namespaces/{ns}/events", _as_controller(ctx, event))
     except KubeApiError as exc:
         if exc.status == 409:
             return False
@@ -68,12 +72,18 @@ def _pod_template(snap: Any) -> dict[str, Any] | None:
 
 
 async def reconcile_retry(ctx: Ctx, key: str) -> float | None:
+    if key == SWEEP:
+        await handover.sweep(ctx, KINDS)
+        return handover.SWEEP_INTERVAL
     kind_name, ns, name = key.split("/", 2)
     from tau_core.status_tree import classify, failure_signature, terminal_state
 
     snap = await _backend().snapshot(ctx.client.session, ns, name)
     obj = snap.workload
-    if obj is None or obj.get("kind") != kind_name or (obj.get("metadata") or {}).get("deletionTimestamp"):
+    if obj is None:
+        await handover.sweep(ctx, KINDS, ns, name)  # deleted: cancelled, or halfway through its resubmission
+        return None
+    if obj.get("kind") != kind_name or (obj.get("metadata") or {}).get("deletionTimestamp"):
         return None
     annotations = obj["metadata"].get("annotations") or {}
     if annotations.get(keys.RETRY_OWNER) != OWNER_CONTROLLER:
@@ -109,16 +119,20 @@ async def reconcile_retry(ctx: Ctx, key: str) -> float | None:
                        publication_id=publication, pod_template=_pod_template(snap) if kind_name == "Job" else None)
     new["metadata"]["annotations"].pop(keys.RETRY_DUE, None)
     event = retry_event(attempt=attempt + 1, reason=reason, signature=failure_signature(snap), **common)
-    event["metadata"].setdefault("annotations", {})[keys.RETRY_NEXT] = json.dumps(new, separators=(",", ":"))
+    event["metadata"].setdefault("annotations", {}).update({
+        keys.RETRY_NEXT: json.dumps(new, separators=(",", ":")), keys.RETRY_STATE: handover.PENDING})
     if not await _create_event(ctx, event):
-        recorded = await _recorded_attempt(ctx, ns, event["metadata"]["name"])
-        if recorded is None:
+        existing = await ctx.client.session.get(f"/api/v1/namespaces/{ns}/events/{event['metadata']['name']}",
+                                                missing_ok=True)
+        recorded = handover.recorded(existing) if existing and handover.state(existing) == handover.PENDING else None
+        if existing is None or recorded is None:
             log.info("attempt %d of %s/%s was already resubmitted; not resubmitting again", attempt + 1, ns, name)
             return None
         log.info("finishing the interrupted resubmission of %s/%s as attempt %d", ns, name, attempt + 1)
-        new = recorded
-    await _replace(ctx, KINDS[kind_name], ns, name, uid, new)
-    log.info("resubmitted %s/%s as attempt %d/%d after %s", ns, name, attempt + 1, policy.max_retries, reason.value)
+        event, new = existing, recorded
+    if await handover.replace(ctx, KINDS[kind_name], event, new) == handover.SUBMITTED:
+        log.info("resubmitted %s/%s as attempt %d/%d after %s", ns, name, attempt + 1, policy.max_retries,
+                 reason.value)
     return None
 
 
@@ -142,33 +156,3 @@ async def _backoff_remaining(ctx: Ctx, kind: Kind, obj: dict[str, Any], backoff:
                 return None  # deleted, replaced or changed meanwhile: the watch brings the current object back
             raise
     return max(0.0, (due - now).total_seconds())
-
-
-async def _recorded_attempt(ctx: Ctx, ns: str, event_name: str) -> dict[str, Any] | None:
-    """The next attempt recorded on an existing retry Event (the failed workload is still there, so the controller
-    that created the Event stopped before replacing it), or None when the Event carries none."""
-    try:
-        event = await ctx.client.session.get(f"/api/v1/namespaces/{ns}/events/{event_name}")
-    except KubeApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
-    text = ((event.get("metadata") or {}).get("annotations") or {}).get(keys.RETRY_NEXT)
-    try:
-        recorded = json.loads(text) if text else None
-    except ValueError:
-        return None
-    return recorded if isinstance(recorded, dict) else None
-
-
-async def _replace(ctx: Ctx, kind: Kind, ns: str, name: str, uid: str | None, new: dict[str, Any]) -> None:
-    session = ctx.client.session
-    await session.delete(kind.path(ns, name), propagation="Background", uid=uid)
-    for attempt in range(50):  # the name frees once the old object (and any finalizer on it) is gone
-        try:
-            await session.create(kind.path(ns), new)
-            return
-        except KubeApiError as exc:
-            if exc.status != 409 or attempt == 49:
-                raise
-            await asyncio.sleep(0.1)

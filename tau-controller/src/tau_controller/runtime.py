@@ -20,8 +20,10 @@ import kopf
 from tau_controller import api
 from tau_controller.api import Cache, Client, Kind
 from tau_controller.context import Ctx
+from tau_controller.leader import GatedSession, LeaderElector
 from tau_controller.quota import reconcile_quota
 from tau_controller.retrying import KINDS as RETRY_KINDS
+from tau_controller.retrying import SWEEP as RETRY_SWEEP
 from tau_controller.retrying import key_of as retry_key
 from tau_controller.retrying import reconcile_retry
 from tau_controller.serve import Metrics, Servers, parse_address
@@ -87,26 +89,32 @@ class Controller:
         opts = self.options
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        session = await KubeSession.connect(kubeconfig=opts.kubeconfig, context=opts.context)
+        session = await GatedSession.connect(kubeconfig=opts.kubeconfig, context=opts.context)
+        assert isinstance(session, GatedSession)
         self.ctx = Ctx(Client(session, self.cache, CACHED), opts.system_namespace,
-                       server_side_retry="retry" in self.reconcilers)
+                       server_side_retry="retry" in self.reconcilers, namespaces=tuple(opts.namespace_scope))
         self.servers = Servers(self.metrics, lambda: True)
         workers: list[asyncio.Task[None]] = []
         elector = None
+        lease_session: KubeSession | None = None
         try:
             await self.servers.start(parse_address(opts.health_address, "--health-probe-bind-address"),
                                      parse_address(opts.metrics_address, "--metrics-bind-address"))
             self.serving.set()
             if opts.leader_elect:
-                from tau_controller.leader import LeaderElector
-
-                elector = self.elector = LeaderElector(session, opts, self.metrics, on_lost=self._leadership_lost)
+                # the Lease has its own session; every other write passes the elector's gate
+                lease_session = await KubeSession.connect(kubeconfig=opts.kubeconfig, context=opts.context)
+                elector = self.elector = LeaderElector(lease_session, opts, self.metrics,
+                                                       on_lost=self._leadership_lost)
+                session.gate = elector.may_write
                 if not await elector.acquire(self._stop):
                     return
             workers = [asyncio.create_task(self._worker(kind, fn), name=f"tau-{kind}")
                        for kind, fn in self.reconcilers.items()]
             if "cluster" in self.queues:
                 self.queues["cluster"].add(SINGLETON)
+            if "retry" in self.queues:
+                self.queues["retry"].add(RETRY_SWEEP)  # finish resubmissions a stopped controller left halfway
             await kopf.operator(registry=self._registry(session), settings=self._settings(), standalone=True,
                                 clusterwide=not opts.namespace_scope, namespaces=opts.namespace_scope,
                                 stop_flag=self._stop, ready_flag=self.ready)
@@ -120,6 +128,8 @@ class Controller:
                 await elector.release()
             await self.servers.stop()
             await session.close()
+            if lease_session is not None:
+                await lease_session.close()
 
     def _leadership_lost(self) -> None:
         self.lost_leadership = True
@@ -278,8 +288,8 @@ class Controller:
             return [("quota", str(meta.get("name")))] if meta.get("namespace") == sysns and etype != "DELETED" else []
 
         def workloads(etype: str | None, obj: dict[str, Any]) -> Iterable[tuple[str, str]]:
-            key = retry_key(obj)
-            return [("retry", key)] if key and etype != "DELETED" else []
+            key = retry_key(obj)  # deletions too: a run deleted halfway through its resubmission was cancelled
+            return [("retry", key)] if key else []
 
         out[RETRY_KINDS["Job"]] = workloads
         out[RETRY_KINDS["RayJob"]] = workloads

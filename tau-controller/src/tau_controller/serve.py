@@ -81,7 +81,8 @@ class Servers:
         site = web.TCPSite(runner, address[0], address[1])
         await site.start()
         self.runners.append(runner)
-        sockets = [s.getsockname() for s in (site._server.sockets if site._server else [])]  # type: ignore[union-attr]
+        server: Any = site._server
+        sockets = [s.getsockname() for s in (server.sockets if server is not None else [])]
         self.bound[name] = (address[0], int(sockets[0][1]) if sockets else address[1])
 
     async def start(self, health: tuple[str, int] | None, metrics: tuple[str, int] | None) -> None:

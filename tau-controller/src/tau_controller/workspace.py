@@ -130,11 +130,11 @@ async def _reconcile_primary(ctx: Ctx, ws: dict[str, Any], items: list[dict[str,
     try:
         queue = await default_queue(ctx, ws)
     except StepFailed as exc:
-        conditions = [cond("RBACReady", FALSE, "QueueUnresolved", str(exc)),
+        unresolved = [cond("RBACReady", FALSE, "QueueUnresolved", str(exc)),
                       cond("QueueReady", FALSE, "QueueUnresolved", str(exc)),
                       cond("WorkloadIdentityReady", UNKNOWN, "QueueUnresolved", str(exc)),
                       cond("DriftDetected", *NO_DRIFT)]
-        await write_status(ctx, ws, {"phase": "Degraded", "target": {"resolvedNamespace": target}}, conditions)
+        await write_status(ctx, ws, {"phase": "Degraded", "target": {"resolvedNamespace": target}}, unresolved)
         return REQUEUE_NOT_READY
     conditions: dict[str, dict[str, Any]] = {}
     drift = await _namespace_step(ctx, ws, items, target, queue)

@@ -150,6 +150,9 @@ RETRY_DUE: Final = "tau.azure.com/retry-due"
 #: On the controller's retry Event ``<run>-retry-<n>``: the next attempt's full object (JSON), recorded before the
 #: failed workload is deleted so a controller that stops between the delete and the create can finish it.
 RETRY_NEXT: Final = "tau.azure.com/retry-next"
+#: On that retry Event: where the recorded attempt stands: ``pending`` (recorded, not yet created), ``submitted``
+#: or ``cancelled`` (the failed workload was deleted or replaced by someone else: never resubmitted).
+RETRY_STATE: Final = "tau.azure.com/retry-state"
 
 # -- managed workflows and the Python SDK (issue 17) -------------------------------------------
 #: Digest of the (redacted) managed manifest a RayJob was rendered from, and its workflow kind.
