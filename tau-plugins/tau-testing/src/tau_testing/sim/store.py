@@ -52,6 +52,14 @@ class Store(GarbageCollector, CrdRegistry, Watching):
         for ns in namespaces:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
+    def _admit(self, operation: str, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
+               field_validation: str | None, warnings: builtins.list[str] | None) -> None:
+        from tau_testing.sim import admission
+
+        admission.admit(self, operation, rtype, obj, old, field_validation=field_validation, warnings=warnings)
+        for hook in list(self.admission_hooks):
+            hook(operation, rtype, obj, old)
+
     # -- reads -----------------------------------------------------------------------------------------------
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -192,14 +200,6 @@ class Store(GarbageCollector, CrdRegistry, Watching):
                 created = self._bucket(rtype).get((ns, meta["name"]))
                 return self._present(created if created is not None else obj, rtype)
             return self._present(self._bucket(rtype)[(ns, meta["name"])], rtype)
-
-    def _storage_type(self, rtype: ResourceType) -> ResourceType:
-        if not rtype.custom or rtype.storage:
-            return rtype
-        for other in self.types.for_group_kind(rtype.group, rtype.kind):
-            if other.storage:
-                return other
-        return rtype
 
     def _existing(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         old = self._objects.get(rtype.group_kind, {}).get((namespace, name))

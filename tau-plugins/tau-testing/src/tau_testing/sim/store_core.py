@@ -155,10 +155,13 @@ class StoreCore:
             self._unregister_crd(final)
         return final
 
-    def _admit(self, operation: str, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
-               field_validation: str | None, warnings: builtins.list[str] | None) -> None:
-        from tau_testing.sim import admission
+    def _storage_type(self, rtype: ResourceType) -> ResourceType:
+        if not rtype.custom or rtype.storage:
+            return rtype
+        for other in self.types.for_group_kind(rtype.group, rtype.kind):
+            if other.storage:
+                return other
+        return rtype
 
-        admission.admit(self, operation, rtype, obj, old, field_validation=field_validation, warnings=warnings)
-        for hook in list(self.admission_hooks):
-            hook(operation, rtype, obj, old)
+    def _unregister_crd(self, crd: dict[str, Any]) -> None:
+        raise NotImplementedError  # ``CrdRegistry._unregister_crd``
