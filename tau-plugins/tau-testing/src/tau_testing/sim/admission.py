@@ -325,55 +325,9 @@ def _validate_builtin(rtype: ResourceType, obj: dict[str, Any], old: dict[str, A
         if old is not None and isinstance(spec, dict):
             causes += _validate_pod_update(old.get("spec") or {}, spec)
     elif gk == ("batch", "Job"):
-        if not isinstance(spec, dict):
-            causes.append(errors.field_required("spec"))
-        else:
-            template = spec.get("template") or {}
-            causes += _validate_pod_spec(template.get("spec"), "spec.template.spec")
-            policy = (template.get("spec") or {}).get("restartPolicy")
-            if policy not in ("OnFailure", "Never"):
-                causes.append(errors.field_not_supported("spec.template.spec.restartPolicy", policy,
-                                                         ["OnFailure", "Never"]))
-            for field in ("parallelism", "completions", "backoffLimit"):
-                value = spec.get(field)
-                if value is not None and (not isinstance(value, int) or value < 0):
-                    causes.append(errors.field_invalid(f"spec.{field}", value,
-                                                       "must be greater than or equal to 0"))
-            if old is not None:
-                old_spec = old.get("spec") or {}
-                if old_spec.get("completions") != spec.get("completions") and \
-                        spec.get("completionMode") == "Indexed":
-                    causes.append(errors.field_invalid("spec.completions", spec.get("completions"),
-                                                       "field is immutable"))
-                if old_spec.get("selector") != spec.get("selector"):
-                    causes.append(errors.field_invalid("spec.selector", spec.get("selector"), "field is immutable"))
-                if old_spec.get("completionMode") != spec.get("completionMode"):
-                    causes.append(errors.field_invalid("spec.completionMode", spec.get("completionMode"),
-                                                       "field is immutable"))
-                old_tpl = (old_spec.get("template") or {})
-                started = (old.get("status") or {}).get("startTime") is not None
-                if old_tpl != spec.get("template") and not old_spec.get("suspend") and started:
-                    causes.append(errors.field_invalid("spec.template", spec.get("template"),
-                                                       "field is immutable"))
+        causes += _validate_job(spec, old)
     elif gk in (("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")):
-        if not isinstance(spec, dict):
-            causes.append(errors.field_required("spec"))
-        else:
-            template = spec.get("template") or {}
-            causes += _validate_pod_spec(template.get("spec"), "spec.template.spec")
-            selector = spec.get("selector")
-            if not selector:
-                causes.append(errors.field_required("spec.selector"))
-            else:
-                from tau_testing.sim.selectors import label_selector_from_dict, labels_match
-
-                labels = (template.get("metadata") or {}).get("labels") or {}
-                if not labels_match(label_selector_from_dict(selector), labels):
-                    causes.append(errors.field_invalid("spec.template.metadata.labels", labels,
-                                                       "`selector` does not match template `labels`"))
-            replicas = spec.get("replicas")
-            if replicas is not None and (not isinstance(replicas, int) or replicas < 0):
-                causes.append(errors.field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+        causes += _validate_workload(spec)
     elif gk == ("", "ConfigMap") or gk == ("", "Secret"):
         for field in ("data", "binaryData", "stringData"):
             for key in (obj.get(field) or {}):
@@ -394,25 +348,92 @@ def _validate_builtin(rtype: ResourceType, obj: dict[str, Any], old: dict[str, A
         if old is not None and (old.get("roleRef") or {}) != ref:
             causes.append(errors.field_invalid("roleRef", ref, "cannot change roleRef"))
     elif gk == ("apiextensions.k8s.io", "CustomResourceDefinition"):
-        crd_spec = spec if isinstance(spec, dict) else {}
-        names = crd_spec.get("names") or {}
-        for field in ("plural", "kind"):
-            if not names.get(field):
-                causes.append(errors.field_required(f"spec.names.{field}"))
-        if not crd_spec.get("group"):
-            causes.append(errors.field_required("spec.group"))
-        if names.get("plural") and crd_spec.get("group") and \
-                obj["metadata"].get("name") != f"{names['plural']}.{crd_spec['group']}":
-            causes.append(errors.field_invalid("metadata.name", obj["metadata"].get("name"),
-                                               "must be spec.names.plural+\".\"+spec.group"))
-        versions = crd_spec.get("versions") or []
-        if not versions:
-            causes.append(errors.field_required("spec.versions"))
-        if sum(1 for v in versions if v.get("storage")) != 1:
-            causes.append(errors.field_invalid("spec.versions", [v.get("name") for v in versions],
-                                               "must have exactly one version marked as storage version"))
-        if crd_spec.get("scope") not in ("Namespaced", "Cluster"):
-            causes.append(errors.field_not_supported("spec.scope", crd_spec.get("scope"), ["Cluster", "Namespaced"]))
+        causes += _validate_crd(obj, spec)
+    return causes
+
+
+def _validate_job(spec: Any, old: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A Job: its pod template, counts, and the fields an update may not change."""
+    causes: list[dict[str, Any]] = []
+    if not isinstance(spec, dict):
+        causes.append(errors.field_required("spec"))
+    else:
+        template = spec.get("template") or {}
+        causes += _validate_pod_spec(template.get("spec"), "spec.template.spec")
+        policy = (template.get("spec") or {}).get("restartPolicy")
+        if policy not in ("OnFailure", "Never"):
+            causes.append(errors.field_not_supported("spec.template.spec.restartPolicy", policy,
+                                                     ["OnFailure", "Never"]))
+        for field in ("parallelism", "completions", "backoffLimit"):
+            value = spec.get(field)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                causes.append(errors.field_invalid(f"spec.{field}", value,
+                                                   "must be greater than or equal to 0"))
+        if old is not None:
+            old_spec = old.get("spec") or {}
+            if old_spec.get("completions") != spec.get("completions") and \
+                    spec.get("completionMode") == "Indexed":
+                causes.append(errors.field_invalid("spec.completions", spec.get("completions"),
+                                                   "field is immutable"))
+            if old_spec.get("selector") != spec.get("selector"):
+                causes.append(errors.field_invalid("spec.selector", spec.get("selector"), "field is immutable"))
+            if old_spec.get("completionMode") != spec.get("completionMode"):
+                causes.append(errors.field_invalid("spec.completionMode", spec.get("completionMode"),
+                                                   "field is immutable"))
+            old_tpl = (old_spec.get("template") or {})
+            started = (old.get("status") or {}).get("startTime") is not None
+            if old_tpl != spec.get("template") and not old_spec.get("suspend") and started:
+                causes.append(errors.field_invalid("spec.template", spec.get("template"),
+                                                   "field is immutable"))
+    return causes
+
+
+def _validate_workload(spec: Any) -> list[dict[str, Any]]:
+    """A Deployment, ReplicaSet or StatefulSet: its pod template, selector and replicas."""
+    causes: list[dict[str, Any]] = []
+    if not isinstance(spec, dict):
+        causes.append(errors.field_required("spec"))
+    else:
+        template = spec.get("template") or {}
+        causes += _validate_pod_spec(template.get("spec"), "spec.template.spec")
+        selector = spec.get("selector")
+        if not selector:
+            causes.append(errors.field_required("spec.selector"))
+        else:
+            from tau_testing.sim.selectors import label_selector_from_dict, labels_match
+
+            labels = (template.get("metadata") or {}).get("labels") or {}
+            if not labels_match(label_selector_from_dict(selector), labels):
+                causes.append(errors.field_invalid("spec.template.metadata.labels", labels,
+                                                   "`selector` does not match template `labels`"))
+        replicas = spec.get("replicas")
+        if replicas is not None and (not isinstance(replicas, int) or replicas < 0):
+            causes.append(errors.field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+    return causes
+
+
+def _validate_crd(obj: dict[str, Any], spec: Any) -> list[dict[str, Any]]:
+    """A CustomResourceDefinition: its names, group, versions and scope."""
+    causes: list[dict[str, Any]] = []
+    crd_spec = spec if isinstance(spec, dict) else {}
+    names = crd_spec.get("names") or {}
+    for field in ("plural", "kind"):
+        if not names.get(field):
+            causes.append(errors.field_required(f"spec.names.{field}"))
+    if not crd_spec.get("group"):
+        causes.append(errors.field_required("spec.group"))
+    if names.get("plural") and crd_spec.get("group") and \
+            obj["metadata"].get("name") != f"{names['plural']}.{crd_spec['group']}":
+        causes.append(errors.field_invalid("metadata.name", obj["metadata"].get("name"),
+                                           "must be spec.names.plural+\".\"+spec.group"))
+    versions = crd_spec.get("versions") or []
+    if not versions:
+        causes.append(errors.field_required("spec.versions"))
+    if sum(1 for v in versions if v.get("storage")) != 1:
+        causes.append(errors.field_invalid("spec.versions", [v.get("name") for v in versions],
+                                           "must have exactly one version marked as storage version"))
+    if crd_spec.get("scope") not in ("Namespaced", "Cluster"):
+        causes.append(errors.field_not_supported("spec.scope", crd_spec.get("scope"), ["Cluster", "Namespaced"]))
     return causes
 
 

@@ -84,6 +84,11 @@ def _hash(text: str) -> str:
 
 
 def builtin_types() -> list[ResourceType]:
+    """Every built-in type the simulator serves: those it acts on, then those it only stores."""
+    return _served_types() + _stored_types()
+
+
+def _served_types() -> list[ResourceType]:
     r = ResourceType
     return [
         # core/v1
@@ -136,6 +141,12 @@ def builtin_types() -> list[ResourceType]:
         # CRDs
         r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False,
           short_names=("crd", "crds"), subresources=("status",)),
+    ]
+
+
+def _stored_types() -> list[ResourceType]:
+    r = ResourceType
+    return [
         # what Helm charts (Kueue, KubeRay, TauGrid) commonly carry besides the above; stored, not acted upon
         r("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False, short_names=("pv",),
           subresources=("status",)),

@@ -110,31 +110,7 @@ def _walk_value(schema: dict[str, Any], value: Any, path: str, causes: list[dict
         allowed = ", ".join(_shown(v) for v in schema["enum"])
         causes.append(_cause("FieldValueNotSupported", path,
                              f"Unsupported value: {_shown(value)}: supported values: {allowed}"))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema:
-            low = schema["minimum"]
-            if value < low or (schema.get("exclusiveMinimum") is True and value == low):
-                causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in body "
-                                     f"should be greater than or equal to {low}"))
-        if "maximum" in schema:
-            high = schema["maximum"]
-            if value > high or (schema.get("exclusiveMaximum") is True and value == high):
-                causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in body "
-                                     f"should be less than or equal to {high}"))
-    if isinstance(value, str):
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            causes.append(_cause("FieldValueTooLong", path,
-                                 f"Too long: may not be more than {schema['maxLength']} bytes"))
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in body "
-                                 f"should be at least {schema['minLength']} chars long"))
-        if "pattern" in schema:
-            try:
-                if re.search(schema["pattern"], value) is None:
-                    causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in "
-                                         f"body should match '{schema['pattern']}'"))
-            except re.error:
-                pass
+    _check_scalar(schema, value, path, causes)
     if isinstance(value, list):
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             causes.append(_cause("FieldValueTooMany", path,
@@ -151,45 +127,82 @@ def _walk_value(schema: dict[str, Any], value: Any, path: str, causes: list[dict
                 _walk(items, value[i], f"{path}[{i}]", causes, unknown, old=_old_item(schema, value[i], old))
         return
     if isinstance(value, dict):
-        props = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        preserve = schema.get("x-kubernetes-preserve-unknown-fields") or schema.get("x-kubernetes-embedded-resource")
-        for field in schema.get("required") or []:
-            if field not in value:
-                causes.append(_cause("FieldValueRequired", _join(path, field), "Required value"))
-        if props is not None:
-            for key, sub in props.items():
-                _default(sub, value, key)
-        for key in list(value):
-            if root and key in ("apiVersion", "kind", "metadata"):
+        _walk_object(schema, value, path, causes, unknown, root, old)
+
+
+def _check_scalar(schema: dict[str, Any], value: Any, path: str, causes: list[dict[str, Any]]) -> None:
+    """The bounds of a number and the length and pattern of a string."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema:
+            low = schema["minimum"]
+            if value < low or (schema.get("exclusiveMinimum") is True and value == low):
+                causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in body "
+                                     f"should be greater than or equal to {low}"))
+        if "maximum" in schema:
+            high = schema["maximum"]
+            if value > high or (schema.get("exclusiveMaximum") is True and value == high):
+                causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in body "
+                                     f"should be less than or equal to {high}"))
+    if not isinstance(value, str):
+        return
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        causes.append(_cause("FieldValueTooLong", path,
+                             f"Too long: may not be more than {schema['maxLength']} bytes"))
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in body "
+                             f"should be at least {schema['minLength']} chars long"))
+    if "pattern" in schema:
+        try:
+            if re.search(schema["pattern"], value) is None:
+                causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {_shown(value)}: {path} in "
+                                     f"body should match '{schema['pattern']}'"))
+        except re.error:
+            pass
+
+
+def _walk_object(schema: dict[str, Any], value: dict[str, Any], path: str, causes: list[dict[str, Any]],
+                 unknown: list[str], root: bool, old: Any) -> None:
+    """An object: its required fields, defaults, known, unknown and map-valued members, and its size."""
+    expected = schema.get("type")
+    props = schema.get("properties")
+    additional = schema.get("additionalProperties")
+    preserve = schema.get("x-kubernetes-preserve-unknown-fields") or schema.get("x-kubernetes-embedded-resource")
+    for field in schema.get("required") or []:
+        if field not in value:
+            causes.append(_cause("FieldValueRequired", _join(path, field), "Required value"))
+    if props is not None:
+        for key, sub in props.items():
+            _default(sub, value, key)
+    for key in list(value):
+        if root and key in ("apiVersion", "kind", "metadata"):
+            continue
+        if schema.get("x-kubernetes-embedded-resource") and key in ("apiVersion", "kind", "metadata"):
+            continue
+        child = value[key]
+        sub = (props or {}).get(key)
+        if sub is None and isinstance(additional, dict):
+            sub = additional
+        if sub is None:
+            if preserve or additional is True:
                 continue
-            if schema.get("x-kubernetes-embedded-resource") and key in ("apiVersion", "kind", "metadata"):
+            if props is None and additional is None and not expected:
+                continue
+            unknown.append(_join(path, key))
+            del value[key]
+            continue
+        if child is None:
+            if sub.get("nullable"):
+                continue
+            del value[key]
+            _default(sub, value, key)
+            if key not in value:
                 continue
             child = value[key]
-            sub = (props or {}).get(key)
-            if sub is None and isinstance(additional, dict):
-                sub = additional
-            if sub is None:
-                if preserve or additional is True:
-                    continue
-                if props is None and additional is None and not expected:
-                    continue
-                unknown.append(_join(path, key))
-                del value[key]
-                continue
-            if child is None:
-                if sub.get("nullable"):
-                    continue
-                del value[key]
-                _default(sub, value, key)
-                if key not in value:
-                    continue
-                child = value[key]
-            child_old = old.get(key, _MISSING) if isinstance(old, dict) else _MISSING
-            _walk(sub, child, _join(path, key, map_key=sub is additional), causes, unknown, old=child_old)
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            causes.append(_cause("FieldValueTooMany", path,
-                                 f"Too many: {len(value)}: must have at most {schema['maxProperties']} items"))
+        child_old = old.get(key, _MISSING) if isinstance(old, dict) else _MISSING
+        _walk(sub, child, _join(path, key, map_key=sub is additional), causes, unknown, old=child_old)
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        causes.append(_cause("FieldValueTooMany", path,
+                             f"Too many: {len(value)}: must have at most {schema['maxProperties']} items"))
 
 
 def _join(path: str, key: str, map_key: bool = False) -> str:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import collections
-import json
 import socket
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
 
@@ -18,117 +15,30 @@ from tau_testing.sim import errors
 from tau_testing.sim.auth import Attributes, User, forbidden_message
 from tau_testing.sim.errors import ApiError
 from tau_testing.sim.faults import RequestRecord
-from tau_testing.sim.resources import ResourceType
-from tau_testing.sim.selectors import labels_match, parse_field_selector, parse_label_selector
+from tau_testing.sim.routes.discovery import DiscoveryRoutes
+from tau_testing.sim.routes.logs import LogRoutes
+from tau_testing.sim.routes.subresources import SubresourceRoutes
+from tau_testing.sim.routes.watch import WatchRoutes
+from tau_testing.sim.routes.wire import (
+    PATCH_TYPES,
+    PUBLIC_PATHS,
+    RETURNS_DELETED_OBJECT,
+    DroppedConnection,
+    Request,
+    Response,
+    Target,
+    _warning_headers,
+)
 from tau_testing.sim.vap import api_request
 
 if TYPE_CHECKING:
     from tau_testing.sim.cluster import SimCluster
 
-PUBLIC_PATHS = {"/version", "/version/", "/healthz", "/livez", "/readyz"}
-PATCH_TYPES = {
-    "application/merge-patch+json": "merge",
-    "application/strategic-merge-patch+json": "strategic",
-    "application/json-patch+json": "json",
-}
-# Types whose DELETE answers with the deleted object rather than a Status.
-RETURNS_DELETED_OBJECT = {("", "Pod"), ("", "Service"), ("", "Namespace")}
+__all__ = ["PATCH_TYPES", "PUBLIC_PATHS", "RETURNS_DELETED_OBJECT", "ApiApp", "DroppedConnection", "Request",
+           "Response", "ServerThread", "Target"]
 
 
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: bytes
-
-    def param(self, name: str, default: str | None = None) -> str | None:
-        values = self.query.get(name)
-        return values[-1] if values else default
-
-    def flag(self, name: str) -> bool:
-        return (self.param(name) or "").lower() in ("true", "1")
-
-    def int_param(self, name: str) -> int | None:
-        value = self.param(name)
-        if value in (None, ""):
-            return None
-        try:
-            return int(str(value))
-        except ValueError as exc:
-            raise errors.bad_request(f"invalid value for {name}: {value!r}") from exc
-
-    def json(self) -> Any:
-        if not self.body:
-            return None
-        if self.headers.get("content-type", "").startswith("application/vnd.kubernetes.protobuf"):
-            from tau_testing.sim.protobuf import decode
-
-            return decode(self.body)
-        try:
-            return json.loads(self.body)
-        except ValueError as exc:
-            raise errors.bad_request(f"the request body is not valid JSON: {exc}") from exc
-
-
-@dataclass
-class Target:
-    group: str
-    version: str
-    rtype: ResourceType
-    namespace: str | None
-    name: str | None
-    subresource: str | None
-
-
-class DroppedConnection(Exception):
-    """Raised through uvicorn on purpose: the server closes the connection mid-response (an injected fault)."""
-
-
-class Response:
-    """Collects what the app sent, for the request log."""
-
-    def __init__(self, send: Any, on_start: Any = None) -> None:
-        self._send = send
-        self.status = 0
-        self.started = False
-        self._on_start = on_start
-
-    async def start(self, status: int, content_type: str = "application/json",
-                    headers: list[tuple[str, str]] | None = None, length: int | None = None) -> None:
-        self.status = status
-        self.started = True
-        if self._on_start is not None:
-            self._on_start(status)
-        raw = [(b"content-type", content_type.encode()), (b"cache-control", b"no-cache, private"),
-               (b"audit-id", b"tau-sim")]
-        if length is not None:
-            raw.append((b"content-length", str(length).encode()))
-        for k, v in headers or []:
-            raw.append((k.lower().encode(), v.encode("latin-1", "replace")))
-        await self._send({"type": "http.response.start", "status": status, "headers": raw})
-
-    async def chunk(self, data: bytes, more: bool = True) -> None:
-        await self._send({"type": "http.response.body", "body": data, "more_body": more})
-
-    async def json(self, status: int, body: Any, headers: list[tuple[str, str]] | None = None) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()
-        await self.start(status, "application/json", headers, len(data))
-        await self.chunk(data, more=False)
-
-    async def text(self, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:
-        data = text.encode()
-        await self.start(status, content_type, None, len(data))
-        await self.chunk(data, more=False)
-
-
-def _warning_headers(warnings: list[str]) -> list[tuple[str, str]]:
-    escaped = (w.replace("\\", "\\\\").replace('"', '\\"') for w in warnings)
-    return [("warning", f'299 - "{w}"') for w in escaped]
-
-
-class ApiApp:
+class ApiApp(DiscoveryRoutes, WatchRoutes, LogRoutes, SubresourceRoutes):
     """The Kubernetes REST API over a ``SimCluster``."""
 
     def __init__(self, cluster: SimCluster) -> None:
@@ -314,127 +224,7 @@ class ApiApp:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return Target(group, version, rtype, namespace, name, sub)
 
-    # -- discovery -------------------------------------------------------------------------------------------
-
-    def version_info(self) -> dict[str, Any]:
-        version = self.cluster.kubernetes_version.lstrip("v")
-        major, _, rest = version.partition(".")
-        minor, _, patch = rest.partition(".")
-        return {"major": major, "minor": minor, "emulationMajor": major, "emulationMinor": minor,
-                "gitVersion": f"v{major}.{minor}.{patch or '0'}", "gitCommit": "0" * 40,
-                "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
-                "compiler": "gc", "platform": "linux/amd64"}
-
-    def _group_entry(self, group: str) -> dict[str, Any]:
-        types = self.store.types
-        versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in types.versions(group)]
-        preferred = types.preferred_version(group) or versions[0]["version"]
-        ordered = sorted(versions, key=lambda v: v["version"] != preferred)
-        return {"name": group, "versions": ordered,
-                "preferredVersion": {"groupVersion": f"{group}/{preferred}", "version": preferred}}
-
-    async def _non_resource(self, request: Request, response: Response) -> None:
-        if request.method != "GET":
-            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-        path = request.path
-        parts = path.strip("/").split("/")
-        types = self.store.types
-        if path in ("/version", "/version/"):
-            await response.json(200, self.version_info())
-        elif path in ("/healthz", "/livez", "/readyz"):
-            await response.text(200, "ok")
-        elif path == "/api":
-            await response.json(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.cluster.host}:{self.cluster.port}"}]})
-        elif path == "/apis":
-            groups = [self._group_entry(g) for g in types.groups() if g]
-            await response.json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
-        elif path == "/api/v1":
-            await response.json(200, self._resource_list("", "v1"))
-        elif len(parts) == 2 and parts[0] == "apis":
-            if not types.versions(parts[1]):
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            await response.json(200, {"kind": "APIGroup", "apiVersion": "v1", **self._group_entry(parts[1])})
-        elif len(parts) == 3 and parts[0] == "apis":
-            if not types.in_group_version(parts[1], parts[2]):
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            await response.json(200, self._resource_list(parts[1], parts[2]))
-        elif path == "/openapi/v3":
-            gvs = [("", "v1")] + [(g, v) for g in types.groups() if g for v in types.versions(g)]
-            index = {}
-            for g, v in gvs:
-                key = f"apis/{g}/{v}" if g else "api/v1"
-                index[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={self._gv_hash(g, v)}"}
-            await response.json(200, {"paths": index})
-        elif path.startswith("/openapi/v3/"):
-            rest = path[len("/openapi/v3/"):].split("/")
-            if rest[:2] == ["api", "v1"] and len(rest) == 2:
-                group, version = "", "v1"
-            elif len(rest) == 3 and rest[0] == "apis":
-                group, version = rest[1], rest[2]
-            else:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            if not types.in_group_version(group, version):
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            await response.json(200, self._openapi_v3(group, version))
-        else:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-
-    def _gv_hash(self, group: str, version: str) -> str:
-        import hashlib
-
-        names = ",".join(sorted(t.plural for t in self.store.types.in_group_version(group, version)))
-        return hashlib.sha256(f"{group}/{version}:{names}".encode()).hexdigest()[:32].upper()
-
-    def _openapi_v3(self, group: str, version: str) -> dict[str, Any]:
-        """A skeletal OpenAPI v3 document: every resource's operations with their GVK and query parameters.
-        It carries no schemas (kubectl then falls back to its built-in patch strategies)."""
-        prefix = f"/apis/{group}/{version}" if group else "/api/v1"
-        field_validation = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
-                            "description": "Ignore, Warn or Strict"}
-        dry_run = {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}}
-        paths: dict[str, Any] = {}
-        for rtype in self.store.types.in_group_version(group, version):
-            gvk = {"group": group, "version": version, "kind": rtype.kind}
-            base = f"{prefix}/namespaces/{{namespace}}/{rtype.plural}" if rtype.namespaced else \
-                f"{prefix}/{rtype.plural}"
-
-            def op(action: str, params: list[dict[str, Any]], gvk: dict[str, str] = gvk,
-                   kind: str = rtype.kind) -> dict[str, Any]:
-                return {"x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
-                        "operationId": f"{action}{kind}", "parameters": params,
-                        "responses": {"200": {"description": "OK"}}}
-
-            paths[base] = {"get": op("list", []), "post": op("post", [dry_run, field_validation])}
-            paths[f"{base}/{{name}}"] = {
-                "get": op("get", []), "put": op("put", [dry_run, field_validation]),
-                "patch": op("patch", [dry_run, field_validation]), "delete": op("delete", [dry_run]),
-                "parameters": [field_validation],
-            }
-            for sub in rtype.subresources:
-                if sub in ("status", "scale"):
-                    paths[f"{base}/{{name}}/{sub}"] = {"get": op("get", []),
-                                                        "patch": op("patch", [dry_run, field_validation])}
-        return {"openapi": "3.0.0", "info": {"title": "Kubernetes (tau-sim)", "version": self.version_info()[
-            "gitVersion"]}, "paths": paths, "components": {"schemas": {}}}
-
-    def _resource_list(self, group: str, version: str) -> dict[str, Any]:
-        resources: list[dict[str, Any]] = []
-        for rtype in sorted(self.store.types.in_group_version(group, version), key=lambda t: t.plural):
-            resources.extend(rtype.discovery_entries())
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
-
     # -- resources -------------------------------------------------------------------------------------------
-
-    def _dry_run(self, request: Request, body: Any = None) -> bool:
-        values = request.query.get("dryRun") or []
-        if isinstance(body, dict) and isinstance(body.get("dryRun"), list):
-            values = values + body["dryRun"]
-        for value in values:
-            if value != "All":
-                raise errors.bad_request(f'Invalid dryRun value: "{value}": supported values: "All"')
-        return bool(values)
 
     def _body_object(self, request: Request, target: Target) -> dict[str, Any]:
         body = request.json()
@@ -502,119 +292,115 @@ class ApiApp:
         if field_validation.lower() not in ("strict", "warn", "ignore"):
             raise errors.bad_request(f'fieldValidation "{field_validation}" is not supported: supported values: '
                                      f'"Ignore", "Warn", "Strict"')
-        if method == "POST":
-            if target.name is not None:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
-                                                        "resource")
-            obj = self._body_object(request, target)
+        writers = {"POST": self._create, "PUT": self._replace, "PATCH": self._patch_object, "DELETE": self._delete}
+        writer = writers.get(method)
+        if writer is None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        return await writer(request, response, target, user, warnings, field_validation)
+
+    async def _create(self, request: Request, response: Response, target: Target, user: User, warnings: list[str],
+                      field_validation: str) -> bool:
+        """Create the object in the body; True when it committed."""
+        if target.name is not None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                                                    "resource")
+        obj = self._body_object(request, target)
+        dry = self._dry_run(request)
+        with api_request(user, warnings, dry):
+            created = self.store.create(obj, dry_run=dry, field_validation=field_validation, warnings=warnings)
+        await response.json(201, created, _warning_headers(warnings))
+        return not dry
+
+    async def _replace(self, request: Request, response: Response, target: Target, user: User, warnings: list[str],
+                       field_validation: str) -> bool:
+        """Replace the object (or its status, or a namespace's finalizers); True when it committed."""
+        rtype, sub = target.rtype, target.subresource
+        if target.name is None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                                                    "resource")
+        obj = self._body_object(request, target)
+        dry = self._dry_run(request)
+        if sub == "status":
+            updated = self.store.update_status(obj, dry_run=dry, warnings=warnings)
+        elif sub == "finalize":
+            current = self.store.get_or_404(rtype.api_version, rtype.kind, None, target.name)
+            current["spec"] = obj.get("spec") or {}
+            updated = self.store.update(current, dry_run=dry)
+        else:
+            with api_request(user, warnings, dry):
+                updated = self.store.update(obj, dry_run=dry, field_validation=field_validation,
+                                            warnings=warnings)
+        await response.json(200, updated, _warning_headers(warnings))
+        return not dry
+
+    async def _patch_object(self, request: Request, response: Response, target: Target, user: User,
+                            warnings: list[str], field_validation: str) -> bool:
+        """Patch or server-side apply; True when it committed."""
+        rtype, sub = target.rtype, target.subresource
+        if target.name is None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                                                    "resource")
+        if request.headers.get("content-type", "").split(";")[0].strip().lower() == \
+                "application/apply-patch+yaml":
             dry = self._dry_run(request)
             with api_request(user, warnings, dry):
-                created = self.store.create(obj, dry_run=dry, field_validation=field_validation, warnings=warnings)
-            await response.json(201, created, _warning_headers(warnings))
+                applied = self.store.apply(rtype.api_version, rtype.kind, target.namespace, target.name,
+                                           self._apply_body(request), request.param("fieldManager"),
+                                           force=request.flag("force"), subresource=sub, dry_run=dry,
+                                           field_validation=field_validation, warnings=warnings)
+            await response.json(200, applied, _warning_headers(warnings))
             return not dry
-        if method == "PUT":
-            if target.name is None:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
-                                                        "resource")
-            obj = self._body_object(request, target)
-            dry = self._dry_run(request)
-            if sub == "status":
-                updated = self.store.update_status(obj, dry_run=dry, warnings=warnings)
-            elif sub == "finalize":
-                current = self.store.get_or_404(rtype.api_version, rtype.kind, None, target.name)
-                current["spec"] = obj.get("spec") or {}
-                updated = self.store.update(current, dry_run=dry)
-            else:
-                with api_request(user, warnings, dry):
-                    updated = self.store.update(obj, dry_run=dry, field_validation=field_validation,
-                                                warnings=warnings)
-            await response.json(200, updated, _warning_headers(warnings))
-            return not dry
-        if method == "PATCH":
-            if target.name is None:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
-                                                        "resource")
-            if request.headers.get("content-type", "").split(";")[0].strip().lower() == \
-                    "application/apply-patch+yaml":
-                dry = self._dry_run(request)
-                with api_request(user, warnings, dry):
-                    applied = self.store.apply(rtype.api_version, rtype.kind, target.namespace, target.name,
-                                               self._apply_body(request), request.param("fieldManager"),
-                                               force=request.flag("force"), subresource=sub, dry_run=dry,
-                                               field_validation=field_validation, warnings=warnings)
-                await response.json(200, applied, _warning_headers(warnings))
-                return not dry
-            patch_type = self._patch_type(request)
-            patch = request.json()
-            dry = self._dry_run(request)
-            with api_request(user, warnings, dry):
-                patched = self.store.patch(rtype.api_version, rtype.kind, target.namespace, target.name, patch,
-                                           patch_type, sub, dry_run=dry, field_validation=field_validation,
-                                           warnings=warnings)
-            await response.json(200, patched, _warning_headers(warnings))
-            return not dry
-        if method == "DELETE":
-            options = request.json() or {}
-            if not isinstance(options, dict):
-                raise errors.bad_request("DeleteOptions must be a JSON object")
-            dry = self._dry_run(request, options)
-            propagation = options.get("propagationPolicy") or request.param("propagationPolicy")
-            orphan = options.get("orphanDependents")
-            if orphan is None and request.param("orphanDependents") is not None:
-                orphan = request.flag("orphanDependents")
-            if propagation is None and orphan is not None:
-                propagation = "Orphan" if orphan else "Background"
-            if propagation is None and gk == ("batch", "Job"):
-                propagation = "Orphan"
-                warnings.append("child pods are preserved by default when jobs are deleted; set "
-                                "propagationPolicy=Background to remove them or set propagationPolicy=Orphan to "
-                                "suppress this warning")
-            if target.name is None:
-                deleted = self.store.delete_collection(
-                    rtype.api_version, rtype.kind, target.namespace, request.param("labelSelector"),
-                    request.param("fieldSelector"), propagation, dry_run=dry)
-                await response.json(200, {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version,
-                                          "metadata": {"resourceVersion": self.store.resource_version},
-                                          "items": deleted}, _warning_headers(warnings))
-                return not dry and bool(deleted)
-            preconditions = options.get("preconditions") or {}
-            result = self.store.delete(rtype.api_version, rtype.kind, target.namespace, target.name, propagation,
-                                       preconditions, dry_run=dry)
-            pending = result is not None and bool(result["metadata"].get("deletionTimestamp")) and \
-                self.store.get(rtype.api_version, rtype.kind, target.namespace, target.name) is not None
-            if pending or rtype.custom or gk in RETURNS_DELETED_OBJECT or result is None:
-                await response.json(200, result, _warning_headers(warnings))
-            else:
-                await response.json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                          "details": {"name": target.name, "group": rtype.group,
-                                                      "kind": rtype.plural, "uid": result["metadata"]["uid"]}},
-                                    _warning_headers(warnings))
-            return not dry
-        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        patch_type = self._patch_type(request)
+        patch = request.json()
+        dry = self._dry_run(request)
+        with api_request(user, warnings, dry):
+            patched = self.store.patch(rtype.api_version, rtype.kind, target.namespace, target.name, patch,
+                                       patch_type, sub, dry_run=dry, field_validation=field_validation,
+                                       warnings=warnings)
+        await response.json(200, patched, _warning_headers(warnings))
+        return not dry
 
-    @staticmethod
-    def _apply_body(request: Request) -> Any:
-        text = request.body.decode("utf-8", "replace")
-        try:
-            return json.loads(text)
-        except ValueError:
-            import yaml
-
-            try:
-                return yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise errors.bad_request(f"the apply configuration is neither JSON nor YAML: {exc}") from exc
-
-    def _patch_type(self, request: Request) -> str:
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        patch_type = PATCH_TYPES.get(content_type)
-        if patch_type is None:
-            raise ApiError(415, "UnsupportedMediaType",
-                           f"the body of the request was in an unknown format - accepted media types include: "
-                           f"application/json-patch+json, application/merge-patch+json, "
-                           f"application/strategic-merge-patch+json, application/apply-patch+yaml "
-                           f"(got {content_type!r})")
-        return patch_type
+    async def _delete(self, request: Request, response: Response, target: Target, user: User, warnings: list[str],
+                      field_validation: str) -> bool:
+        """Delete one object or a collection; True when it committed."""
+        rtype = target.rtype
+        gk = rtype.group_kind
+        options = request.json() or {}
+        if not isinstance(options, dict):
+            raise errors.bad_request("DeleteOptions must be a JSON object")
+        dry = self._dry_run(request, options)
+        propagation = options.get("propagationPolicy") or request.param("propagationPolicy")
+        orphan = options.get("orphanDependents")
+        if orphan is None and request.param("orphanDependents") is not None:
+            orphan = request.flag("orphanDependents")
+        if propagation is None and orphan is not None:
+            propagation = "Orphan" if orphan else "Background"
+        if propagation is None and gk == ("batch", "Job"):
+            propagation = "Orphan"
+            warnings.append("child pods are preserved by default when jobs are deleted; set "
+                            "propagationPolicy=Background to remove them or set propagationPolicy=Orphan to "
+                            "suppress this warning")
+        if target.name is None:
+            deleted = self.store.delete_collection(
+                rtype.api_version, rtype.kind, target.namespace, request.param("labelSelector"),
+                request.param("fieldSelector"), propagation, dry_run=dry)
+            await response.json(200, {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version,
+                                      "metadata": {"resourceVersion": self.store.resource_version},
+                                      "items": deleted}, _warning_headers(warnings))
+            return not dry and bool(deleted)
+        preconditions = options.get("preconditions") or {}
+        result = self.store.delete(rtype.api_version, rtype.kind, target.namespace, target.name, propagation,
+                                   preconditions, dry_run=dry)
+        pending = result is not None and bool(result["metadata"].get("deletionTimestamp")) and \
+            self.store.get(rtype.api_version, rtype.kind, target.namespace, target.name) is not None
+        if pending or rtype.custom or gk in RETURNS_DELETED_OBJECT or result is None:
+            await response.json(200, result, _warning_headers(warnings))
+        else:
+            await response.json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "details": {"name": target.name, "group": rtype.group,
+                                                  "kind": rtype.plural, "uid": result["metadata"]["uid"]}},
+                                _warning_headers(warnings))
+        return not dry
 
     async def _list(self, request: Request, response: Response, target: Target) -> None:
         rtype = target.rtype
@@ -628,407 +414,6 @@ class ApiApp:
         table = self._table(request, rtype, items, meta)
         await response.json(200, table if table is not None else {
             "kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta, "items": items})
-
-    def _table(self, request: Request, rtype: ResourceType, items: list[dict[str, Any]],
-               meta: dict[str, Any]) -> dict[str, Any] | None:
-        """A Table of ``items`` when the client asked for one (``kubectl get``), else None."""
-        from tau_testing.sim import tables
-
-        if not tables.wants_table(request.headers.get("accept", "")):
-            return None
-        crd = None
-        if rtype.custom:
-            crd = self.store.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None,
-                                 f"{rtype.plural}.{rtype.group}")
-        columns = tables.columns_for(rtype, crd)
-        return tables.table(rtype, items, self.cluster.clock.now(), columns, request.param("includeObject"), meta)
-
-    # -- watch -----------------------------------------------------------------------------------------------
-
-    async def _watch(self, request: Request, response: Response, target: Target, receive: Any,
-                     drop_after: int | None, reset: bool = False) -> None:
-        rtype = target.rtype
-        reqs = parse_label_selector(request.param("labelSelector"))
-        field_selector = request.param("fieldSelector")
-        fmatch = parse_field_selector(field_selector, rtype.group, rtype.kind)
-        name_match = target.name
-        as_table = "as=Table" in request.headers.get("accept", "")
-
-        def selected(obj: dict[str, Any]) -> bool:
-            if name_match is not None and obj["metadata"]["name"] != name_match:
-                return False
-            if reqs and not labels_match(reqs, obj["metadata"].get("labels")):
-                return False
-            return not field_selector or fmatch(obj)
-        timeout = request.int_param("timeoutSeconds")
-        bookmarks = request.flag("allowWatchBookmarks")
-        rv = request.param("resourceVersion")
-        send_initial = rv in (None, "", "0") or request.flag("sendInitialEvents")
-        loop = asyncio.get_running_loop()
-        pending: collections.deque[tuple[str, dict[str, Any], dict[str, Any] | None]] = collections.deque()
-        wake = asyncio.Event()
-
-        def on_event(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-            pending.append((event_type, obj, old))
-            try:
-                loop.call_soon_threadsafe(wake.set)
-            except RuntimeError:  # loop closed during shutdown
-                pass
-
-        unsubscribe = self.store.watch(rtype.api_version, rtype.kind, rv, on_event, namespace=target.namespace,
-                                       send_initial=send_initial)
-        start_rv = int(self.store.resource_version) if send_initial else int(rv or 0)
-        last_rv = start_rv
-        initial_count = len(pending) if send_initial else 0
-        disconnected = asyncio.Event()
-
-        async def listen() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    disconnected.set()
-                    wake.set()
-                    return
-
-        listener = asyncio.create_task(listen())
-        deadline = time.monotonic() + timeout if timeout else None
-        sent = 0
-        dropped = False
-        next_bookmark = time.monotonic() + self.cluster.bookmark_interval
-        try:
-            await response.start(200, "application/json", [("transfer-encoding", "chunked")])
-            assert self.closing is not None
-            while not disconnected.is_set() and not self.closing.is_set():
-                batch: list[bytes] = []
-                while pending:
-                    event_type, obj, old = pending.popleft()
-                    obj_rv = int(obj["metadata"]["resourceVersion"])
-                    last_rv = max(last_rv, obj_rv)
-                    if initial_count > 0:
-                        initial_count -= 1
-                    now_matches = selected(self.store.view(obj, rtype))
-                    if event_type == "MODIFIED":
-                        # an object moving into or out of the selection is ADDED or DELETED for this watch
-                        was = old is not None and selected(self.store.view(old, rtype))
-                        if now_matches and not was:
-                            event_type = "ADDED"
-                        elif was and not now_matches:
-                            event_type = "DELETED"
-                        elif not now_matches:
-                            continue
-                    elif not now_matches:
-                        continue
-                    shown: dict[str, Any] = dict(self.store.view(obj, rtype))
-                    shown["apiVersion"] = rtype.api_version
-                    if as_table:
-                        shown = self._table(request, rtype, [shown], {
-                            "resourceVersion": shown["metadata"]["resourceVersion"]}) or shown
-                    batch.append(json.dumps({"type": event_type, "object": shown}, separators=(",", ":")).encode()
-                                 + b"\n")
-                if send_initial and request.flag("sendInitialEvents") and bookmarks and initial_count == 0:
-                    batch.append(self._bookmark(rtype, last_rv, initial_end=True))
-                    send_initial = False
-                for line in batch:
-                    if drop_after is not None and sent >= drop_after:
-                        break
-                    await response.chunk(line)
-                    sent += 1
-                if drop_after is not None and sent >= drop_after:
-                    if reset:
-                        raise DroppedConnection
-                    return
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    return
-                if bookmarks and now >= next_bookmark:
-                    with self.store._lock:
-                        if not pending:
-                            last_rv = max(last_rv, int(self.store.resource_version))
-                    await response.chunk(self._bookmark(rtype, last_rv))
-                    next_bookmark = now + self.cluster.bookmark_interval
-                wait = 0.5
-                if deadline is not None:
-                    wait = min(wait, max(0.0, deadline - now))
-                if bookmarks:
-                    wait = min(wait, max(0.0, next_bookmark - now))
-                if not pending:
-                    try:
-                        await asyncio.wait_for(wake.wait(), timeout=max(wait, 0.001))
-                    except TimeoutError:
-                        pass
-                    wake.clear()
-        except DroppedConnection:
-            dropped = True
-            raise
-        finally:
-            unsubscribe()
-            listener.cancel()
-            if response.started and not dropped:
-                try:
-                    await response.chunk(b"", more=False)
-                except Exception:  # the client is gone
-                    pass
-
-    def _bookmark(self, rtype: ResourceType, rv: int, initial_end: bool = False) -> bytes:
-        meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}
-        if initial_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return json.dumps({"type": "BOOKMARK", "object": {"kind": rtype.kind, "apiVersion": rtype.api_version,
-                                                          "metadata": meta}}, separators=(",", ":")).encode() + b"\n"
-
-    # -- pods/log --------------------------------------------------------------------------------------------
-
-    async def _logs(self, request: Request, response: Response, target: Target, receive: Any) -> None:
-        assert target.name is not None and target.namespace is not None
-        ns, name = target.namespace, target.name
-        pod = self.store.get("v1", "Pod", ns, name)
-        if pod is None:
-            raise errors.not_found("pods", "", name)
-        spec = pod.get("spec") or {}
-        names = [c.get("name") for c in spec.get("containers") or []]
-        init_names = [c.get("name") for c in spec.get("initContainers") or []]
-        container = request.param("container")
-        if not container:
-            if len(names) != 1:
-                message = f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
-                if init_names:
-                    message += f" or one of the init containers: [{' '.join(init_names)}]"
-                raise errors.bad_request(message)
-            container = names[0]
-        if container not in names and container not in init_names:
-            raise errors.bad_request(f"container {container} is not valid for pod {name}")
-        logs = self.cluster.logs
-        previous = request.flag("previous")
-        if previous and not logs.has_previous(ns, name, container):
-            raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
-        if not logs.has(ns, name, container):
-            statuses = (pod.get("status") or {}).get("containerStatuses", []) + (
-                (pod.get("status") or {}).get("initContainerStatuses", []))
-            status = next((s for s in statuses if s.get("name") == container), None)
-            waiting = ((status or {}).get("state") or {}).get("waiting")
-            if waiting is not None or (status is None and (pod.get("status") or {}).get("phase") == "Pending"):
-                reason = (waiting or {}).get("reason") or "ContainerCreating"
-                raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
-        tail = request.int_param("tailLines")
-        limit = request.int_param("limitBytes")
-        timestamps = request.flag("timestamps")
-        since: Any = None
-        if request.param("sinceSeconds"):
-            since = float(request.int_param("sinceSeconds") or 0)
-        elif request.param("sinceTime"):
-            from tau_testing.sim.clock import parse_time
-
-            since = parse_time(request.param("sinceTime") or "")
-        snapshot, _, generation = logs.entries(ns, name, container, previous=previous)
-        lines = logs.read(ns, name, container, previous=previous, tail=tail, since=since, timestamps=timestamps,
-                          limit_bytes=limit, entries=snapshot)
-        if not request.flag("follow") or previous:
-            text = "".join(line + "\n" for line in lines)
-            if limit is not None:
-                text = text.encode()[:limit].decode("utf-8", "ignore")
-            await response.text(200, text)
-            return
-        await response.start(200, "text/plain", [("transfer-encoding", "chunked")])
-        used = 0
-        disconnected = asyncio.Event()
-
-        async def listen() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    disconnected.set()
-                    return
-
-        listener = asyncio.create_task(listen())
-        try:
-            for line in lines:
-                data = (line + "\n").encode()
-                if limit is not None:
-                    data = data[: max(0, limit - used)]
-                used += len(data)
-                if data:
-                    await response.chunk(data)
-            index = len(snapshot)  # continue right after the snapshot the first lines came from
-            assert self.closing is not None
-            while not disconnected.is_set() and not self.closing.is_set():
-                if limit is not None and used >= limit:
-                    return
-                entries, terminated, gen = logs.entries(ns, name, container, start=index)
-                if gen != generation:
-                    return
-                for entry in entries:
-                    data = (logs.format(entry, timestamps) + "\n").encode()
-                    if limit is not None:
-                        data = data[: max(0, limit - used)]
-                    used += len(data)
-                    if data:
-                        await response.chunk(data)
-                index += len(entries)
-                if terminated:
-                    return
-                current = self.store.get("v1", "Pod", ns, name)
-                if current is None:
-                    return
-                if terminated is None and _container_ended(current, container):
-                    return  # it ended without writing a line (and without the log book hearing of it)
-                await asyncio.sleep(0.02)
-        finally:
-            listener.cancel()
-            try:
-                await response.chunk(b"", more=False)
-            except Exception:  # the client is gone
-                pass
-
-    # -- scale -----------------------------------------------------------------------------------------------
-
-    def _scale_paths(self, rtype: ResourceType) -> tuple[str, str, str | None]:
-        if rtype.custom:
-            paths = rtype.scale_paths
-            return (paths.get("specReplicasPath", ".spec.replicas"), paths.get("statusReplicasPath",
-                    ".status.replicas"), paths.get("labelSelectorPath"))
-        return ".spec.replicas", ".status.replicas", None
-
-    @staticmethod
-    def _dig(obj: Any, path: str) -> Any:
-        for part in path.strip(".").split("."):
-            if not isinstance(obj, dict):
-                return None
-            obj = obj.get(part)
-        return obj
-
-    def _scale_of(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
-        spec_path, status_path, selector_path = self._scale_paths(rtype)
-        meta = obj["metadata"]
-        selector = ""
-        if selector_path:
-            selector = str(self._dig(obj, selector_path) or "")
-        else:
-            sel = (obj.get("spec") or {}).get("selector") or {}
-            selector = ",".join(f"{k}={v}" for k, v in (sel.get("matchLabels") or {}).items())
-        return {"kind": "Scale", "apiVersion": "autoscaling/v1",
-                "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                             if k in meta},
-                "spec": {"replicas": int(self._dig(obj, spec_path) or 0)},
-                "status": {"replicas": int(self._dig(obj, status_path) or 0), "selector": selector}}
-
-    async def _scale(self, request: Request, response: Response, target: Target) -> bool:
-        rtype = target.rtype
-        assert target.name is not None
-        obj = self.store.get_or_404(rtype.api_version, rtype.kind, target.namespace, target.name)
-        scale = self._scale_of(obj, rtype)
-        if request.method == "GET":
-            await response.json(200, scale)
-            return False
-        dry = self._dry_run(request)
-        if request.method == "PUT":
-            new_scale = request.json() or {}
-        elif request.method == "PATCH":
-            from tau_testing.sim.patch import json_patch, merge_patch
-
-            patch_type = self._patch_type(request)
-            patch = request.json()
-            new_scale = json_patch(scale, patch) if patch_type == "json" else merge_patch(scale, patch)
-        else:
-            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-        replicas = (new_scale.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or replicas < 0:
-            raise errors.invalid("Scale", "autoscaling", target.name, [errors.field_invalid(
-                "spec.replicas", replicas, "must be greater than or equal to 0")])
-        rv = (new_scale.get("metadata") or {}).get("resourceVersion")
-        if rv and request.method == "PUT" and rv != obj["metadata"]["resourceVersion"]:
-            raise errors.conflict(rtype.plural, rtype.group, target.name)
-        spec_path = self._scale_paths(rtype)[0].strip(".").split(".")
-        node = obj
-        for part in spec_path[:-1]:
-            node = node.setdefault(part, {})
-        node[spec_path[-1]] = replicas
-        updated = self.store.update(obj, dry_run=dry)
-        await response.json(200, self._scale_of(updated, rtype))
-        return not dry
-
-    # -- pod actions, reviews --------------------------------------------------------------------------------
-
-    async def _pod_action(self, request: Request, response: Response, target: Target) -> bool:
-        assert target.name is not None
-        body = request.json() or {}
-        pod = self.store.get_or_404("v1", "Pod", target.namespace, target.name)
-        dry = self._dry_run(request, body.get("deleteOptions") if isinstance(body, dict) else None)
-        if target.subresource == "binding":
-            node = ((body or {}).get("target") or {}).get("name")
-            if not node:
-                raise errors.invalid("Binding", "", target.name, [errors.field_required("target.name")])
-            if (pod.get("spec") or {}).get("nodeName"):
-                raise errors.conflict("pods", "", target.name,
-                                      f'pod {target.name} is already assigned to node "{pod["spec"]["nodeName"]}"')
-            if not dry:
-                self.store.patch("v1", "Pod", target.namespace, target.name, {"spec": {"nodeName": node}}, "merge")
-        elif not dry:
-            self.store.delete("v1", "Pod", target.namespace, target.name, "Background")
-        await response.json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                  "code": 201})
-        return not dry
-
-    async def _review(self, request: Request, response: Response, target: Target, user: User) -> None:
-        body = request.json() or {}
-        if not isinstance(body, dict):
-            raise errors.bad_request("the request body must be a JSON object")
-        kind = target.rtype.kind
-        spec = body.get("spec") or {}
-        out = {"kind": kind, "apiVersion": target.rtype.api_version, "metadata": {"creationTimestamp": None},
-               "spec": spec}
-        if kind == "SelfSubjectReview":
-            out["status"] = {"userInfo": {"username": user.name, "uid": user.uid, "groups": user.all_groups}}
-            await response.json(201, out)
-            return
-        subject = user
-        if kind == "SubjectAccessReview":
-            if not spec.get("user") and not spec.get("groups"):
-                raise errors.invalid(kind, "authorization.k8s.io", "", [errors.field_required(
-                    "spec.user", "at least one of user or group must be specified")])
-            subject = User(spec.get("user", ""), [g for g in spec.get("groups") or []
-                                                   if g != "system:authenticated"])
-        if kind == "SelfSubjectRulesReview":
-            namespace = spec.get("namespace") or ""
-            rules = self.cluster.authorizer.rules_for(subject, namespace) if "system:masters" not in \
-                subject.groups else [("", {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
-                                     ("", {"verbs": ["*"], "nonResourceURLs": ["*"]})]
-            resource_rules = [{k: r.get(k, []) for k in ("verbs", "apiGroups", "resources", "resourceNames")
-                               if r.get(k) is not None or k != "resourceNames"}
-                              for _, r in rules if "nonResourceURLs" not in r]
-            non_resource = [{"verbs": r.get("verbs", []), "nonResourceURLs": r["nonResourceURLs"]}
-                            for _, r in rules if "nonResourceURLs" in r]
-            out["status"] = {"resourceRules": resource_rules, "nonResourceRules": non_resource, "incomplete": False}
-            await response.json(201, out)
-            return
-        ra = spec.get("resourceAttributes")
-        nra = spec.get("nonResourceAttributes")
-        if ra:
-            attrs = Attributes(verb=ra.get("verb", ""), group=ra.get("group", ""), resource=ra.get("resource", ""),
-                               subresource=ra.get("subresource", ""), name=ra.get("name", ""),
-                               namespace=ra.get("namespace", ""))
-        elif nra:
-            attrs = Attributes(verb=nra.get("verb", ""), path=nra.get("path", ""), resource_request=False)
-        else:
-            raise errors.invalid(kind, "authorization.k8s.io", "", [errors.field_required(
-                "spec.resourceAttributes", "exactly one of nonResourceAttributes or resourceAttributes must be "
-                                           "specified")])
-        allowed, why = self.cluster.authorizer.authorize(subject, attrs)
-        status: dict[str, Any] = {"allowed": allowed}
-        if allowed and why:
-            status["reason"] = why
-        out["status"] = status
-        await response.json(201, out)
-
-
-def _container_ended(pod: dict[str, Any], container: str) -> bool:
-    """The pod says this container's current instance has terminated (or the whole pod has)."""
-    status = pod.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return True
-    for entry in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
-        if entry.get("name") == container:
-            return "terminated" in (entry.get("state") or {})
-    return False
 
 
 class ServerThread:

@@ -13,45 +13,25 @@ import random
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from tau_testing.sim import errors
-from tau_testing.sim.clock import RealClock, rfc3339
+from tau_testing.sim.clock import RealClock
 from tau_testing.sim.errors import ApiError
-from tau_testing.sim.resources import ResourceType, TypeRegistry, builtin_types, types_from_crd
+from tau_testing.sim.resources import ResourceType, TypeRegistry, builtin_types
 from tau_testing.sim.selectors import labels_match, parse_field_selector, parse_label_selector
+from tau_testing.sim.store_core import AdmissionHook, Callback, Key, StoreCore, _content, _meta, clone
+from tau_testing.sim.store_crds import CrdRegistry
+from tau_testing.sim.store_gc import GarbageCollector
+from tau_testing.sim.store_watch import Watching
 
-Key = tuple[str, str, str, str]  # (group, kind, namespace, name)
-Callback = Callable[[str, dict[str, Any]], None]
-AdmissionHook = Callable[[str, ResourceType, dict[str, Any], dict[str, Any] | None], None]
+__all__ = ["DEFAULT_NAMESPACES", "AdmissionHook", "Callback", "Key", "Store", "StoreCore", "clone"]
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def clone(value: Any) -> Any:
-    """A fast deep copy for JSON-like data."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
-
-
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        meta = {}
-        obj["metadata"] = meta
-    return meta
-
-
-def _content(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
-
-
-class Store:
+class Store(GarbageCollector, CrdRegistry, Watching):
     """Thread-safe, in-memory Kubernetes object storage with API-server semantics."""
 
     def __init__(self, clock: Any = None, *, history_limit: int = 20000,
@@ -71,105 +51,6 @@ class Store:
         self._random = random.Random(0x7A0)
         for ns in namespaces:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-
-    # -- helpers ---------------------------------------------------------------------------------------------
-
-    @property
-    def resource_version(self) -> str:
-        with self._lock:
-            return str(self._rv)
-
-    def rtype(self, api_version: str, kind: str) -> ResourceType:
-        rtype = self.types.by_kind(api_version, kind)
-        if rtype is None:
-            raise ApiError(404, "NotFound", f'the server could not find the requested resource '
-                                           f'(no kind "{kind}" is registered for version "{api_version}")')
-        return rtype
-
-    def _bucket(self, rtype: ResourceType) -> dict[tuple[str, str], dict[str, Any]]:
-        return self._objects.setdefault(rtype.group_kind, {})
-
-    def _ns(self, rtype: ResourceType, namespace: str | None) -> str:
-        if not rtype.namespaced:
-            return ""
-        return namespace or "default"
-
-    def _next_rv(self) -> int:
-        self._rv += 1
-        return self._rv
-
-    def _now(self) -> str:
-        return rfc3339(self.clock.now())
-
-    def _present(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
-        """A copy of a stored object in ``rtype``'s version (converted when that is not the storage version)."""
-        out: dict[str, Any] = clone(obj)
-        if rtype.custom and out.get("apiVersion") != rtype.api_version:
-            from tau_testing.sim.conversion import convert
-
-            return convert(out, rtype.group, rtype.kind, rtype.version)
-        out["apiVersion"] = rtype.api_version
-        return out
-
-    def view(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
-        """A read-only view of a stored (or watched) object in ``rtype``'s version; copies only when needed."""
-        if obj.get("apiVersion") == rtype.api_version:
-            return obj
-        return self._present(obj, rtype)
-
-    def _to_storage(self, obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
-        storage = self._storage_type(rtype)
-        if storage is rtype or not rtype.custom:
-            obj["apiVersion"] = storage.api_version
-            return obj
-        from tau_testing.sim.conversion import convert
-
-        return convert(obj, rtype.group, rtype.kind, storage.version)
-
-    def _emit(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
-        rv = int(obj["metadata"]["resourceVersion"])
-        self._history.append((rv, event_type, obj, old))
-        if len(self._history) == self._history.maxlen:
-            self._floor = max(self._floor, self._history[0][0] - 1)
-        for callback, raw in list(self._subscribers):
-            if raw:
-                callback(event_type, obj, old)  # type: ignore[call-arg]
-            else:
-                callback(event_type, clone(obj))
-
-    def _index(self, key: Key, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
-        if old is not None:
-            self._by_uid.pop(old["metadata"].get("uid", ""), None)
-            for ref in old["metadata"].get("ownerReferences") or []:
-                deps = self._dependents.get(ref.get("uid", ""))
-                if deps is not None:
-                    deps.discard(key)
-                    if not deps:
-                        del self._dependents[ref.get("uid", "")]
-        if obj is not None:
-            self._by_uid[obj["metadata"]["uid"]] = key
-            for ref in obj["metadata"].get("ownerReferences") or []:
-                self._dependents.setdefault(ref.get("uid", ""), set()).add(key)
-
-    def _put(self, rtype: ResourceType, obj: dict[str, Any], event_type: str, old: dict[str, Any] | None) -> None:
-        meta = obj["metadata"]
-        key = (rtype.group, rtype.kind, meta.get("namespace", ""), meta["name"])
-        self._bucket(rtype)[(key[2], key[3])] = obj
-        self._index(key, obj, old)
-        self._emit(event_type, obj, old)
-
-    def _remove(self, rtype_group: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        bucket = self._objects.get((rtype_group, kind), {})
-        old = bucket.pop((namespace, name), None)
-        if old is None:
-            return None
-        final = dict(old)
-        final["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
-        self._index((rtype_group, kind, namespace, name), None, old)
-        self._emit("DELETED", final)
-        if (rtype_group, kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
-            self._unregister_crd(final)
-        return final
 
     def _admit(self, operation: str, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
                field_validation: str | None, warnings: builtins.list[str] | None) -> None:
@@ -319,14 +200,6 @@ class Store:
                 created = self._bucket(rtype).get((ns, meta["name"]))
                 return self._present(created if created is not None else obj, rtype)
             return self._present(self._bucket(rtype)[(ns, meta["name"])], rtype)
-
-    def _storage_type(self, rtype: ResourceType) -> ResourceType:
-        if not rtype.custom or rtype.storage:
-            return rtype
-        for other in self.types.for_group_kind(rtype.group, rtype.kind):
-            if other.storage:
-                return other
-        return rtype
 
     def _existing(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         old = self._objects.get(rtype.group_kind, {}).get((namespace, name))
@@ -564,244 +437,3 @@ class Store:
                 if deleted is not None:
                     out.append(deleted)
         return out
-
-    # -- garbage collection ----------------------------------------------------------------------------------
-
-    def _type_of(self, group: str, kind: str) -> ResourceType | None:
-        candidates = self.types.for_group_kind(group, kind)
-        for c in candidates:
-            if c.storage:
-                return c
-        return candidates[0] if candidates else None
-
-    def _set_finalizers(self, key: Key, finalizers: builtins.list[str]) -> None:
-        old = self._objects[(key[0], key[1])][(key[2], key[3])]
-        new = dict(old)
-        new["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
-        if finalizers:
-            new["metadata"]["finalizers"] = finalizers
-        else:
-            new["metadata"].pop("finalizers", None)
-        rtype = self._type_of(key[0], key[1])
-        assert rtype is not None
-        self._put(rtype, new, "MODIFIED", old)
-
-    def _collect_garbage(self) -> None:
-        """Run the garbage collector and the namespace controller until nothing changes."""
-        for _ in range(1000):
-            if not self._gc_round():
-                return
-
-    def _gc_round(self) -> bool:
-        changed = False
-        for (group, kind), bucket in list(self._objects.items()):
-            for (ns, name), obj in list(bucket.items()):
-                if (ns, name) not in bucket or bucket[(ns, name)] is not obj:
-                    continue
-                meta = obj["metadata"]
-                key = (group, kind, ns, name)
-                uid = meta["uid"]
-                if meta.get("ownerReferences") and not meta.get("deletionTimestamp"):
-                    owners = [r for r in meta["ownerReferences"] if r.get("uid") in self._by_uid]
-                    live = [r for r in owners if not self._being_deleted_foreground(r.get("uid", ""))]
-                    if not owners:
-                        self._gc_delete(key, "Background")
-                        changed = True
-                        continue
-                    if not live:
-                        self._gc_delete(key, "Foreground")
-                        changed = True
-                        continue
-                if not meta.get("deletionTimestamp"):
-                    continue
-                finalizers = list(meta.get("finalizers") or [])
-                if "orphan" in finalizers:
-                    for dep in list(self._dependents.get(uid, ())):
-                        self._drop_owner(dep, uid)
-                    finalizers.remove("orphan")
-                    self._set_finalizers(key, finalizers)
-                    changed = True
-                    continue
-                if "foregroundDeletion" in finalizers:
-                    if not self._dependents.get(uid):
-                        finalizers.remove("foregroundDeletion")
-                        self._set_finalizers(key, finalizers)
-                        changed = True
-                    continue
-                if (group, kind) == ("", "Namespace"):
-                    if self._empty_namespace(name):
-                        if not finalizers:
-                            self._remove(group, kind, ns, name)
-                            changed = True
-                    else:
-                        changed = self._drain_namespace(name) or changed
-                    continue
-                if not finalizers:
-                    self._remove(group, kind, ns, name)
-                    changed = True
-        return changed
-
-    def _being_deleted_foreground(self, uid: str) -> bool:
-        key = self._by_uid.get(uid)
-        if key is None:
-            return True
-        obj = self._objects.get((key[0], key[1]), {}).get((key[2], key[3]))
-        if obj is None:
-            return True
-        return "foregroundDeletion" in (obj["metadata"].get("finalizers") or [])
-
-    def _gc_delete(self, key: Key, propagation: str) -> None:
-        rtype = self._type_of(key[0], key[1])
-        if rtype is None:
-            return
-        self.delete(rtype.api_version, rtype.kind, key[2] or None, key[3], propagation)
-
-    def _drop_owner(self, key: Key, owner_uid: str) -> None:
-        old = self._objects.get((key[0], key[1]), {}).get((key[2], key[3]))
-        if old is None:
-            return
-        refs = [r for r in old["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
-        new = dict(old)
-        new["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
-        if refs:
-            new["metadata"]["ownerReferences"] = refs
-        else:
-            new["metadata"].pop("ownerReferences", None)
-        rtype = self._type_of(key[0], key[1])
-        assert rtype is not None
-        self._put(rtype, new, "MODIFIED", old)
-
-    def _empty_namespace(self, namespace: str) -> bool:
-        return not any(key[0] == namespace for bucket in self._objects.values() for key in bucket)
-
-    def _drain_namespace(self, namespace: str) -> bool:
-        changed = False
-        for (group, kind), bucket in list(self._objects.items()):
-            for (ns, name), obj in list(bucket.items()):
-                if ns != namespace or obj["metadata"].get("deletionTimestamp"):
-                    continue
-                self._gc_delete((group, kind, ns, name), "Background")
-                changed = True
-        return changed
-
-    # -- CRDs ------------------------------------------------------------------------------------------------
-
-    def _register_crd(self, crd: dict[str, Any]) -> None:
-        new_types = types_from_crd(crd)
-        if not new_types:
-            return
-        group, kind = new_types[0].group, new_types[0].kind
-        for existing in self.types.for_group_kind(group, kind):
-            if existing.version not in {t.version for t in new_types}:
-                self.types.remove_group_kind(group, kind)
-                break
-        for t in new_types:
-            self.types.add(t)
-        names = (crd.get("spec") or {}).get("names") or {}
-        status = {
-            "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                 "message": "no conflicts found", "lastTransitionTime": self._now()},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted", "lastTransitionTime": self._now()},
-            ],
-            "acceptedNames": {k: v for k, v in names.items() if k != "listKind"} | {
-                "listKind": names.get("listKind") or names.get("kind", "") + "List"},
-            "storedVersions": [t.version for t in new_types if t.storage],
-        }
-        key = ("apiextensions.k8s.io", "CustomResourceDefinition", "", crd["metadata"]["name"])
-        old = self._objects.get((key[0], key[1]), {}).get(("", key[3]))
-        if old is not None and old.get("status") != status:
-            if (old.get("status") or {}).get("conditions"):
-                status["conditions"] = old["status"]["conditions"]
-                if old["status"] == status:
-                    return
-            new = dict(old, status=status)
-            new["metadata"] = dict(old["metadata"], resourceVersion=str(self._next_rv()))
-            rtype = self.types.by_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
-            assert rtype is not None
-            self._put(rtype, new, "MODIFIED", old)
-
-    def _unregister_crd(self, crd: dict[str, Any]) -> None:
-        spec = crd.get("spec") or {}
-        group, kind = spec.get("group", ""), (spec.get("names") or {}).get("kind", "")
-        for (ns, name) in list(self._objects.get((group, kind), {})):
-            self._remove(group, kind, ns, name)
-        self._objects.pop((group, kind), None)
-        self.types.remove_group_kind(group, kind)
-
-    def load_crd(self, crd: dict[str, Any]) -> None:
-        """Install a CRD at start-up without copying it (the dict must not be mutated afterwards)."""
-        with self._lock:
-            rtype = self.types.by_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
-            assert rtype is not None
-            name = crd["metadata"]["name"]
-            if ("", name) in self._bucket(rtype):
-                return
-            obj = dict(crd)
-            obj["metadata"] = dict(crd.get("metadata") or {}, uid=str(uuid.UUID(
-                int=self._random.getrandbits(128), version=4)), generation=1, creationTimestamp=self._now(),
-                resourceVersion=str(self._next_rv()))
-            self._put(rtype, obj, "ADDED", None)
-            self._register_crd(obj)
-
-    # -- watching --------------------------------------------------------------------------------------------
-
-    def subscribe(self, callback: Callback) -> Callable[[], None]:
-        """Call ``callback(event_type, obj)`` after every committed change (ADDED, MODIFIED, DELETED)."""
-        return self._subscribe(callback, raw=False)
-
-    def _subscribe(self, callback: Callback, raw: bool) -> Callable[[], None]:
-        entry = (callback, raw)
-        with self._lock:
-            self._subscribers.append(entry)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if entry in self._subscribers:
-                    self._subscribers.remove(entry)
-
-        return unsubscribe
-
-    def watch(self, api_version: str, kind: str, resource_version: str | None,
-              callback: Callable[[str, dict[str, Any], dict[str, Any] | None], None], *,
-              namespace: str | None = None, send_initial: bool = False) -> Callable[[], None]:
-        """Replay history after ``resource_version`` (or the current objects as ADDED when ``send_initial``),
-        then deliver live events for this kind as ``callback(event_type, obj, previous_obj)``. Objects are
-        read-only snapshots. Raises 410 Gone for versions older than the retained history."""
-        rtype = self.rtype(api_version, kind)
-        group_kind = rtype.group_kind
-
-        def relevant(obj: dict[str, Any]) -> bool:
-            if (obj["apiVersion"].rpartition("/")[0], obj["kind"]) != group_kind:
-                return False
-            return not (namespace and rtype.namespaced and obj["metadata"].get("namespace") != namespace)
-
-        def deliver(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
-            if relevant(obj):
-                callback(event_type, obj, old)
-
-        with self._lock:
-            if send_initial:
-                for key in sorted(self._objects.get(group_kind, {})):
-                    obj = self._objects[group_kind][key]
-                    if relevant(obj):
-                        callback("ADDED", obj, None)
-            elif resource_version not in (None, "", "0"):
-                try:
-                    since = int(str(resource_version))
-                except ValueError as exc:
-                    raise errors.bad_request(f"invalid resource version {resource_version!r}") from exc
-                if since < self._floor:
-                    raise ApiError(410, "Expired", f"too old resource version: {since} ({self._floor + 1})")
-                for rv, event_type, obj, old in self._history:
-                    if rv > since and relevant(obj):
-                        callback(event_type, obj, old)
-            return self._subscribe(deliver, raw=True)  # raw subscribers are called with (type, obj, old)
-
-    def compact(self) -> str:
-        """Forget the watch history, as etcd compaction does: older resourceVersions now answer 410 Gone."""
-        with self._lock:
-            self._history.clear()
-            self._floor = self._rv
-            return str(self._rv)

@@ -142,15 +142,7 @@ class JobController:
             succeeded = max(succeeded, len(done_indexes))
 
         if spec.get("suspend"):
-            for pod in active:
-                kill_pod(cluster, pod)
-                events.record(cluster, job, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
-                              component=COMPONENT)
-                changed = True
-            if u.set_condition(conditions, "Suspended", "True", "JobSuspended", "Job suspended", current,
-                               probe_times=True):
-                events.record(cluster, job, "Suspended", "Job suspended", component=COMPONENT)
-            status.pop("startTime", None)
+            changed = self._suspend(cluster, job, status, active, current)
             self._counts(status, 0, 0, succeeded, failed, indexed, done_indexes)
             return u.write_status_if_changed(cluster, job, status) | changed
 
@@ -164,13 +156,7 @@ class JobController:
             status["startTime"] = u.ts(current)
 
         # ---- failure
-        backoff_limit = spec.get("backoffLimit", 6)
-        fail: tuple[str, str] | None = None
-        if backoff_limit is not None and failed + restarts > int(backoff_limit):
-            fail = ("BackoffLimitExceeded", BACKOFF_MESSAGE)
-        deadline = spec.get("activeDeadlineSeconds")
-        if fail is None and deadline is not None and u.seconds_between(start, current) >= float(deadline):
-            fail = ("DeadlineExceeded", DEADLINE_MESSAGE)
+        fail = _failure(spec, failed + restarts, u.seconds_between(start, current))
         if fail is not None:
             reason, message = fail
             for pod in active:
@@ -184,15 +170,7 @@ class JobController:
             return True
 
         # ---- success
-        completions = spec.get("completions")
-        parallelism = int(spec.get("parallelism", 1) or 0)
-        if indexed:
-            complete = completions is not None and done_indexes >= set(range(int(completions)))
-        elif completions is not None:
-            complete = succeeded >= int(completions)
-        else:
-            complete = succeeded > 0 and not active
-        if complete:
+        if _complete(spec, succeeded, done_indexes if indexed else None, bool(active)):
             for pod in active:
                 kill_pod(cluster, pod)
             u.set_condition(conditions, "SuccessCriteriaMet", "True", COMPLETE_REASON, COMPLETE_MESSAGE, current,
@@ -205,10 +183,37 @@ class JobController:
             events.record(cluster, job, "Completed", "Job completed", component=COMPONENT)
             return True
 
-        # ---- create pods
+        created = self._create_missing(cluster, job, pods, active, succeeded, done_indexes if indexed else None)
+        ready = sum(1 for p in active if u.pod_is_ready(p))
+        self._counts(status, len(active) + created, ready, succeeded, failed, indexed, done_indexes)
+        changed |= u.write_status_if_changed(cluster, job, status)
+        return self._release_preempted(cluster, job, failed_pods) | changed | bool(created)
+
+    def _suspend(self, cluster: Any, job: dict[str, Any], status: dict[str, Any], active: list[dict[str, Any]],
+                 current: Any) -> bool:
+        """A suspended Job: its active pods deleted, ``Suspended=True``, no start time."""
+        changed = False
+        for pod in active:
+            kill_pod(cluster, pod)
+            events.record(cluster, job, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
+                          component=COMPONENT)
+            changed = True
+        if u.set_condition(status["conditions"], "Suspended", "True", "JobSuspended", "Job suspended", current,
+                           probe_times=True):
+            events.record(cluster, job, "Suspended", "Job suspended", component=COMPONENT)
+        status.pop("startTime", None)
+        return changed
+
+    def _create_missing(self, cluster: Any, job: dict[str, Any], pods: list[dict[str, Any]],
+                        active: list[dict[str, Any]], succeeded: int, done_indexes: set[int] | None) -> int:
+        """Create the pods parallelism and completions still call for (``done_indexes``: an Indexed Job's
+        completed indexes); the number created."""
+        spec = job.get("spec") or {}
+        completions = spec.get("completions")
+        parallelism = int(spec.get("parallelism", 1) or 0)
         names_taken = {p["metadata"]["name"] for p in pods}
         created = 0
-        if indexed:
+        if done_indexes is not None:
             active_indexes = {i for p in active if (i := _pod_index(p)) is not None}
             wanted = [i for i in range(int(completions or 0)) if i not in done_indexes and i not in active_indexes]
             room = max(parallelism - len(active), 0)
@@ -223,10 +228,7 @@ class JobController:
             for _ in range(max(want - len(active), 0)):
                 self._create_pod(cluster, job, None, names_taken)
                 created += 1
-        ready = sum(1 for p in active if u.pod_is_ready(p))
-        self._counts(status, len(active) + created, ready, succeeded, failed, indexed, done_indexes)
-        changed |= u.write_status_if_changed(cluster, job, status)
-        return self._release_preempted(cluster, job, failed_pods) | changed | bool(created)
+        return created
 
     def _release_preempted(self, cluster: Any, job: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
         """Remove the failed pods the scheduler preempted (and so deleted) once their failure is counted."""
@@ -309,3 +311,25 @@ class JobController:
             return False
         ns, name = u.key(job)
         return u.delete(cluster, "batch/v1", "Job", ns, name, propagation="Background")
+
+
+def _failure(spec: dict[str, Any], failures: int, running_for: float) -> tuple[str, str] | None:
+    """(reason, message) when the Job has failed: past its backoffLimit or its activeDeadlineSeconds."""
+    backoff_limit = spec.get("backoffLimit", 6)
+    if backoff_limit is not None and failures > int(backoff_limit):
+        return ("BackoffLimitExceeded", BACKOFF_MESSAGE)
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and running_for >= float(deadline):
+        return ("DeadlineExceeded", DEADLINE_MESSAGE)
+    return None
+
+
+def _complete(spec: dict[str, Any], succeeded: int, done_indexes: set[int] | None, active: bool) -> bool:
+    """Whether the Job met its completions (every index, for an Indexed Job; one success and no pod left
+    running, without completions)."""
+    completions = spec.get("completions")
+    if done_indexes is not None:
+        return completions is not None and done_indexes >= set(range(int(completions)))
+    if completions is not None:
+        return bool(succeeded >= int(completions))
+    return succeeded > 0 and not active

@@ -33,6 +33,14 @@ from typing import Any
 
 from tau_testing.sim.controllers import _util as u
 from tau_testing.sim.controllers import events
+from tau_testing.sim.controllers.kuberay_status import (
+    DEFAULT_PORTS,
+    _desired_resources,
+    _group_replicas,
+    _head_ports,
+    _serve_apps,
+    _suspended_status,
+)
 from tau_testing.sim.controllers.kueue import QUEUE_LABEL
 from tau_testing.sim.controllers.pods import kill_pod
 from tau_testing.sim.scripts import scripts_of
@@ -40,30 +48,8 @@ from tau_testing.sim.scripts import scripts_of
 RAY = "ray.io/v1"
 COMPONENT = "kuberay-operator"
 DRIVER_LOG_CONTAINER = "ray-driver-log-offload"
-DEFAULT_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "metrics": 8080}
 
-
-def _head_ports(head_template: dict[str, Any]) -> dict[str, int]:
-    ports = dict(DEFAULT_PORTS)
-    for c in ((head_template.get("spec") or {}).get("containers") or [])[:1]:
-        for p in c.get("ports") or []:
-            if p.get("name") and p.get("containerPort"):
-                ports[p["name"]] = int(p["containerPort"])
-    return ports
-
-
-def _group_replicas(group: dict[str, Any]) -> int:
-    replicas = group.get("replicas")
-    if replicas is None:
-        replicas = group.get("minReplicas", 0)
-    replicas = int(replicas or 0)
-    low, high = group.get("minReplicas"), group.get("maxReplicas")
-    if low is not None:
-        replicas = max(replicas, int(low))
-    if high is not None:
-        replicas = min(replicas, int(high))
-    return replicas * int(group.get("numOfHosts", 1) or 1)
-
+__all__ = ["COMPONENT", "DEFAULT_PORTS", "DRIVER_LOG_CONTAINER", "RAY", "KubeRayController"]
 
 class KubeRayController:
     """RayCluster, RayJob and RayService reconcilers; toggle with ``.enabled``."""
@@ -138,17 +124,7 @@ class KubeRayController:
         if spec.get("suspend"):
             for pod in live:
                 changed |= kill_pod(cluster, pod)
-            if status.get("state") != "suspended":
-                status["state"] = "suspended"
-                status.setdefault("stateTransitionTimes", {})["suspended"] = u.ts(current)
-            u.set_condition(conditions, "RayClusterSuspended", "True", "RayClusterSuspended",
-                            "RayCluster is suspended", current)
-            u.set_condition(conditions, "HeadPodReady", "False", "HeadPodNotFound", "Head Pod not found", current)
-            u.set_condition(conditions, "RayClusterProvisioned", "False", "RayClusterPodsProvisioning",
-                            "RayCluster Pods are being provisioned for first time", current)
-            for key in ("readyWorkerReplicas", "availableWorkerReplicas"):
-                status[key] = 0
-            status.pop("head", None)
+            _suspended_status(status, current)
             return self._write_rc_status(cluster, rc, status, current) | changed
         u.remove_condition(conditions, "RayClusterSuspended")
 
@@ -167,25 +143,13 @@ class KubeRayController:
         desired_workers = 0
         min_workers = max_workers = 0
         for group in spec.get("workerGroupSpecs") or []:
-            gname = group.get("groupName", "workers")
             want = 0 if group.get("suspend") else _group_replicas(group)
             desired_workers += want
             min_workers += int(group.get("minReplicas", 0) or 0) * int(group.get("numOfHosts", 1) or 1)
             max_workers += int(group.get("maxReplicas", want) or want) * int(group.get("numOfHosts", 1) or 1)
-            mine = [p for p in live if u.labels(p).get("ray.io/node-type") == "worker"
-                    and u.labels(p).get("ray.io/group") == gname]
-            for pod in mine:
-                if u.pod_is_terminal(pod):
-                    changed |= kill_pod(cluster, pod)
-            running = [p for p in mine if not u.pod_is_terminal(p)]
-            for pod in sorted(running, key=lambda p: p["metadata"].get("creationTimestamp") or "")[want:]:
-                changed |= kill_pod(cluster, pod)
-            running = running[:want]
-            for _ in range(want - len(running)):
-                self._create_ray_pod(cluster, rc, group.get("template") or {}, "worker", gname,
-                                     f"{name}-{gname}-worker", taken)
-                changed = True
-            workers_ready += sum(1 for p in running if u.pod_is_ready(p))
+            group_changed, ready = self._sync_worker_group(cluster, rc, group, want, live, taken)
+            changed |= group_changed
+            workers_ready += ready
 
         head = heads[0] if heads else None
         head_ready = head is not None and u.pod_is_ready(head)
@@ -201,16 +165,7 @@ class KubeRayController:
         status["maxWorkerReplicas"] = max_workers
         status["readyWorkerReplicas"] = workers_ready
         status["availableWorkerReplicas"] = workers_ready
-        totals: dict[str, int] = {}
-        for template, count in [(head_template, 1)] + [
-            ((g.get("template") or {}), _group_replicas(g)) for g in spec.get("workerGroupSpecs") or []
-        ]:
-            for res, amount in u.pod_requests(copy.deepcopy(template.get("spec") or {})).items():
-                totals[res] = totals.get(res, 0) + amount * count
-        status["desiredCPU"] = u.format_quantity("cpu", totals.get("cpu", 0))
-        status["desiredMemory"] = u.format_quantity("memory", totals.get("memory", 0))
-        status["desiredGPU"] = u.format_quantity("nvidia.com/gpu", totals.get("nvidia.com/gpu", 0))
-        status["desiredTPU"] = u.format_quantity("google.com/tpu", totals.get("google.com/tpu", 0))
+        _desired_resources(status, spec, head_template)
         if head_ready:
             u.set_condition(conditions, "HeadPodReady", "True", "HeadPodRunningAndReady", "", current)
         else:
@@ -232,6 +187,27 @@ class KubeRayController:
                 status.pop("state")
         status["observedGeneration"] = rc["metadata"].get("generation", 1)
         return self._write_rc_status(cluster, rc, status, current) | changed
+
+    def _sync_worker_group(self, cluster: Any, rc: dict[str, Any], group: dict[str, Any], want: int,
+                           live: list[dict[str, Any]], taken: set[str]) -> tuple[bool, int]:
+        """Bring one worker group to ``want`` running pods: (changed, how many of them are ready)."""
+        changed = False
+        name = rc["metadata"]["name"]
+        gname = group.get("groupName", "workers")
+        mine = [p for p in live if u.labels(p).get("ray.io/node-type") == "worker"
+                and u.labels(p).get("ray.io/group") == gname]
+        for pod in mine:
+            if u.pod_is_terminal(pod):
+                changed |= kill_pod(cluster, pod)
+        running = [p for p in mine if not u.pod_is_terminal(p)]
+        for pod in sorted(running, key=lambda p: p["metadata"].get("creationTimestamp") or "")[want:]:
+            changed |= kill_pod(cluster, pod)
+        running = running[:want]
+        for _ in range(want - len(running)):
+            self._create_ray_pod(cluster, rc, group.get("template") or {}, "worker", gname,
+                                 f"{name}-{gname}-worker", taken)
+            changed = True
+        return changed, sum(1 for p in running if u.pod_is_ready(p))
 
     def _write_rc_status(self, cluster: Any, rc: dict[str, Any], status: dict[str, Any], current: datetime) -> bool:
         old = copy.deepcopy(rc.get("status") or {})
@@ -337,49 +313,13 @@ class KubeRayController:
         rc = u.get(cluster, RAY, "RayCluster", ns, rc_name) if rc_name else None
 
         if deployment in ("Complete", "Failed"):
-            if spec.get("shutdownAfterJobFinishes") and rc is not None and not u.is_deleting(rc):
-                end = u.parse_ts(status.get("endTime")) or current
-                if u.seconds_between(end, current) >= float(spec.get("ttlSecondsAfterFinished") or 0):
-                    u.delete(cluster, RAY, "RayCluster", ns, rc_name)
-                    events.record(cluster, rayjob, "DeletedRayCluster", f"Deleted RayCluster {ns}/{rc_name}",
-                                  component=COMPONENT)
-                    return True
-            if rc is not None:
-                status["rayClusterStatus"] = copy.deepcopy(rc.get("status") or {})
-            return u.write_status_if_changed(cluster, rayjob, status)
+            return self._finished_rayjob(cluster, rayjob, status, rc, current)
 
         if spec.get("suspend"):
-            if deployment in ("", "New"):
-                status["jobDeploymentStatus"] = "Suspended"
-            elif deployment != "Suspended":
-                if rc is not None:
-                    u.delete(cluster, RAY, "RayCluster", ns, rc_name)
-                    events.record(cluster, rayjob, "DeletedRayCluster", f"Deleted RayCluster {ns}/{rc_name}",
-                                  component=COMPONENT)
-                    changed = True
-                for field in ("rayClusterName", "dashboardURL", "jobId", "message", "rayClusterStatus",
-                              "startTime", "rayJobInfo", "reason"):
-                    status.pop(field, None)
-                status["jobStatus"] = ""
-                status["jobDeploymentStatus"] = "Suspended"
-                self._driver_start.pop(uid, None)
-                self._driver_lines.pop(uid, None)
-            status["observedGeneration"] = rayjob["metadata"].get("generation", 1)
-            return u.write_status_if_changed(cluster, rayjob, status) | changed
+            return self._suspend_rayjob(cluster, rayjob, status, rc)
 
         if deployment == "Retrying":
-            if rc is not None:
-                u.delete(cluster, RAY, "RayCluster", ns, rc_name)
-                events.record(cluster, rayjob, "DeletedRayCluster", f"Deleted RayCluster {ns}/{rc_name}",
-                              component=COMPONENT)
-            for field in ("rayClusterName", "dashboardURL", "jobId", "message", "rayClusterStatus", "startTime",
-                          "endTime", "rayJobInfo", "reason"):
-                status.pop(field, None)
-            status["jobStatus"] = ""
-            status["jobDeploymentStatus"] = "New"
-            self._driver_start.pop(uid, None)
-            self._driver_lines.pop(uid, None)
-            return u.write_status_if_changed(cluster, rayjob, status) | True
+            return self._retry_rayjob(cluster, rayjob, status, rc)
 
         if deployment in ("", "New", "Suspended"):
             rc_name = f"{name}-{u.suffix(uid, 'raycluster', rayjob['metadata'].get('generation', 1), current)}"
@@ -422,9 +362,79 @@ class KubeRayController:
             self._driver_start[uid] = current
             events.record(cluster, rayjob, "Running", f"RayJob {ns}/{name} submitted to RayCluster {rc_name}",
                           component=COMPONENT)
-            deployment = "Running"
 
         # Running: the driver follows its script
+        changed |= self._follow_driver(cluster, rayjob, status, rc, current)
+        return u.write_status_if_changed(cluster, rayjob, status) | changed
+
+    def _finished_rayjob(self, cluster: Any, rayjob: dict[str, Any], status: dict[str, Any],
+                         rc: dict[str, Any] | None, current: datetime) -> bool:
+        """A finished RayJob: its cluster deleted after ``ttlSecondsAfterFinished`` (with
+        ``shutdownAfterJobFinishes``), else its cluster's status mirrored."""
+        spec = rayjob.get("spec") or {}
+        ns = u.key(rayjob)[0]
+        rc_name = status.get("rayClusterName") or ""
+        if spec.get("shutdownAfterJobFinishes") and rc is not None and not u.is_deleting(rc):
+            end = u.parse_ts(status.get("endTime")) or current
+            if u.seconds_between(end, current) >= float(spec.get("ttlSecondsAfterFinished") or 0):
+                u.delete(cluster, RAY, "RayCluster", ns, rc_name)
+                events.record(cluster, rayjob, "DeletedRayCluster", f"Deleted RayCluster {ns}/{rc_name}",
+                              component=COMPONENT)
+                return True
+        if rc is not None:
+            status["rayClusterStatus"] = copy.deepcopy(rc.get("status") or {})
+        return u.write_status_if_changed(cluster, rayjob, status)
+
+    def _suspend_rayjob(self, cluster: Any, rayjob: dict[str, Any], status: dict[str, Any],
+                        rc: dict[str, Any] | None) -> bool:
+        """A suspended RayJob: its cluster deleted and its run forgotten."""
+        ns, uid = u.key(rayjob)[0], rayjob["metadata"]["uid"]
+        rc_name = status.get("rayClusterName") or ""
+        deployment = status.get("jobDeploymentStatus") or ""
+        changed = False
+        if deployment in ("", "New"):
+            status["jobDeploymentStatus"] = "Suspended"
+        elif deployment != "Suspended":
+            if rc is not None:
+                u.delete(cluster, RAY, "RayCluster", ns, rc_name)
+                events.record(cluster, rayjob, "DeletedRayCluster", f"Deleted RayCluster {ns}/{rc_name}",
+                              component=COMPONENT)
+                changed = True
+            for field in ("rayClusterName", "dashboardURL", "jobId", "message", "rayClusterStatus",
+                          "startTime", "rayJobInfo", "reason"):
+                status.pop(field, None)
+            status["jobStatus"] = ""
+            status["jobDeploymentStatus"] = "Suspended"
+            self._driver_start.pop(uid, None)
+            self._driver_lines.pop(uid, None)
+        status["observedGeneration"] = rayjob["metadata"].get("generation", 1)
+        return u.write_status_if_changed(cluster, rayjob, status) | changed
+
+    def _retry_rayjob(self, cluster: Any, rayjob: dict[str, Any], status: dict[str, Any],
+                      rc: dict[str, Any] | None) -> bool:
+        """Another attempt: the cluster goes away and the job starts over (``New``) on a new one."""
+        ns, uid = u.key(rayjob)[0], rayjob["metadata"]["uid"]
+        rc_name = status.get("rayClusterName") or ""
+        if rc is not None:
+            u.delete(cluster, RAY, "RayCluster", ns, rc_name)
+            events.record(cluster, rayjob, "DeletedRayCluster", f"Deleted RayCluster {ns}/{rc_name}",
+                          component=COMPONENT)
+        for field in ("rayClusterName", "dashboardURL", "jobId", "message", "rayClusterStatus", "startTime",
+                      "endTime", "rayJobInfo", "reason"):
+            status.pop(field, None)
+        status["jobStatus"] = ""
+        status["jobDeploymentStatus"] = "New"
+        self._driver_start.pop(uid, None)
+        self._driver_lines.pop(uid, None)
+        return u.write_status_if_changed(cluster, rayjob, status) | True
+
+    def _follow_driver(self, cluster: Any, rayjob: dict[str, Any], status: dict[str, Any], rc: dict[str, Any],
+                       current: datetime) -> bool:
+        """The running driver follows its script: RUNNING, its log lines, then SUCCEEDED or FAILED."""
+        spec = rayjob.get("spec") or {}
+        ns, name = u.key(rayjob)
+        uid = rayjob["metadata"]["uid"]
+        changed = False
         script = scripts_of(cluster).for_rayjob(rayjob)
         submit = self._driver_start.setdefault(uid, u.parse_ts((status.get("rayJobInfo") or {}).get("startTime"))
                                                or current)
@@ -455,7 +465,7 @@ class KubeRayController:
                 if status["failed"] <= int(spec.get("backoffLimit") or 0):
                     # another attempt: the cluster goes away and the job starts over on a new one
                     status["jobDeploymentStatus"] = "Retrying"
-        return u.write_status_if_changed(cluster, rayjob, status) | changed
+        return changed
 
     def _driver_logs(self, cluster: Any, rayjob: dict[str, Any], rc: dict[str, Any], script: Any,
                      start: datetime, end: datetime | None, current: datetime) -> bool:
@@ -560,21 +570,3 @@ class KubeRayController:
             status["pendingServiceStatus"] = {"rayClusterName": rc_name, "rayClusterStatus": rc_status}
         status["observedGeneration"] = service["metadata"].get("generation", 1)
         return u.write_status_if_changed(cluster, service, status) | changed
-
-
-def _serve_apps(config: str | None) -> dict[str, list[str]]:
-    """Application name → deployment names from ``serveConfigV2``."""
-    if not config:
-        return {"default": []}
-    try:
-        import yaml
-
-        data = yaml.safe_load(config) or {}
-    except Exception:  # a malformed config still gets a default app, as the operator reports one
-        return {"default": []}
-    apps: dict[str, list[str]] = {}
-    for app in data.get("applications") or []:
-        if isinstance(app, dict):
-            apps[str(app.get("name") or "default")] = [str(d.get("name")) for d in app.get("deployments") or []
-                                                       if isinstance(d, dict) and d.get("name")]
-    return apps or {"default": []}

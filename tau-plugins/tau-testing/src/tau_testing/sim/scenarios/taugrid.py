@@ -227,12 +227,6 @@ def _ensure_controllers(cluster: Any) -> None:
 
 def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: int = 8) -> list[dict[str, Any]]:
     """The scenario's objects (namespaces first; statuses included where a controller would write them)."""
-    ready_at = "2026-01-01T00:00:00Z"
-
-    def cond(ctype: str, reason: str, message: str = "") -> dict[str, Any]:
-        return {"type": ctype, "status": "True", "reason": reason, "message": message or reason,
-                "lastTransitionTime": ready_at, "observedGeneration": 1}
-
     priorities = {"workloadPriorityClassName": "taugrid-default", "podPriorityClassName": "taugrid-default",
                   "disableDefaultPriorities": False}
     profiles = [
@@ -249,9 +243,21 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
         {**p, "localQueues": [{"namespace": NAMESPACE, "name": QUEUE, "clusterQueue": CLUSTER_QUEUE}],
          "clusterQueues": [CLUSTER_QUEUE], "resourceFlavors": [CPU_FLAVOR, GPU_FLAVOR], "topologies": [],
          "workloadPriorityClasses": ["taugrid-default"], "podPriorityClasses": ["taugrid-default"],
-         "conditions": [cond("Ready", "ProfileReady")]}
+         "conditions": [_cond("Ready", "ProfileReady")]}
         for p in profiles
     ]
+    return [
+        *_namespaces(), *_queue_objects(cpu_quota, memory_quota, gpu_quota), *_access_objects(),
+        *_tau_objects(profiles, resolved),
+    ]
+
+
+def _cond(ctype: str, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": ctype, "status": "True", "reason": reason, "message": message or reason,
+            "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}
+
+
+def _namespaces() -> list[dict[str, Any]]:
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
         {"apiVersion": "v1", "kind": "Namespace",
@@ -259,6 +265,12 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
                                                     keys.LOCAL_QUEUE: QUEUE,
                                                     keys.KUEUE_DEFAULT_LOCAL_QUEUE: QUEUE},
                       "annotations": {keys.RESULT_SCOPE: OUTPUT_ROOT}}},
+    ]
+
+
+def _queue_objects(cpu_quota: str, memory_quota: str, gpu_quota: int) -> list[dict[str, Any]]:
+    """Kueue's flavors, queues and priority classes, and the pod priority classes."""
+    return [
         # the baseline queue: the CPU flavor takes CPU work (zero GPU quota); the generic GPU flavor's admission
         # taint keeps CPU-only work off GPU quota, and GPU pods tolerate it with the tolerations they carry
         {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": CPU_FLAVOR},
@@ -291,6 +303,12 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
          "value": 100, "globalDefault": False, "description": "TauGrid default pod priority"},
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "taugrid-priority"},
          "value": 1000, "globalDefault": False, "description": "TauGrid priority tier"},
+    ]
+
+
+def _access_objects() -> list[dict[str, Any]]:
+    """The workspace's service account, result volume and RBAC."""
+    return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}},
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
          "metadata": {"name": RESULT_PVC, "namespace": NAMESPACE},
@@ -309,6 +327,13 @@ def objects(*, cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: in
         {"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": "tau-workspace-reader"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "tau-workspace-reader"},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]},
+    ]
+
+
+def _tau_objects(profiles: list[dict[str, Any]], resolved: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The TauWorkspace and TauCluster, with the statuses the controller would write."""
+    cond = _cond
+    return [
         {"apiVersion": TAU, "kind": "TauWorkspace",
          "metadata": {"name": WORKSPACE, "namespace": SYSTEM_NAMESPACE,
                       "annotations": {keys.V0_PRIMARY_WORKSPACE: "true"}},
