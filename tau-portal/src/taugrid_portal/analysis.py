@@ -7,10 +7,13 @@ import statistics
 from collections import Counter
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core.errors import NotFoundError, UsageError
 from taugrid_portal.store import ExperimentStore
+
+if TYPE_CHECKING:
+    import polars as pl
 
 COMPARE_SCHEMA = "tau.exp.compare.v0"
 PLOT_SCHEMA = "tau.exp.plot.v0"
@@ -162,7 +165,26 @@ def plot(store: ExperimentStore, name: str, *, metric: str | None, out: Path) ->
     if df.height == 0:
         raise NotFoundError(f"metric {metric!r} has no chartable points for target {name!r}",
                             hint="available: " + ", ".join(names[:12]))
-    runs = {r.run_id: r for r in store.runs(run_ids=target.run_ids)}
+    series, warnings = _plot_series(store, target.run_ids, df)
+    data = _svg(f"Tau experiment plot: {metric}", series)
+    out = out.expanduser().absolute()
+    if out.exists() and out.is_dir():
+        raise UsageError(f"--out {out} is a directory")
+    atomic_write_bytes(out, data)
+    return {
+        "schema_version": PLOT_SCHEMA, "target": name, "target_type": target.type, "metric_name": metric,
+        "out": str(out), "bytes": len(data),
+        "series": [{k: v for k, v in s.items() if k not in ("steps", "values")} for s in series],
+        "warnings": warnings,
+    }
+
+
+def _plot_series(
+    store: ExperimentStore, run_ids: list[str], df: pl.DataFrame
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each run's points of ``df`` (``run_id, step, value``), min/max per bucket down to 700, and a warning
+    per run drawn with fewer points than it has."""
+    runs = {r.run_id: r for r in store.runs(run_ids=run_ids)}
     series = []
     warnings: list[str] = []
     for run_id in sorted(set(df["run_id"].to_list())):
@@ -172,6 +194,11 @@ def plot(store: ExperimentStore, name: str, *, metric: str | None, out: Path) ->
             warnings.append(f"{run_id}: {len(steps)} of {part.height} points drawn (min/max per bucket)")
         series.append({"run_id": run_id, "run_group_id": runs[run_id].run_group_id if run_id in runs else "",
                        "points": part.height, "rendered_points": len(steps), "steps": steps, "values": values})
+    return series, warnings
+
+
+def _svg(title: str, series: list[dict[str, Any]]) -> bytes:
+    """The SVG line chart of ``series`` (at least one, each with points): grid, axes and a legend."""
     x0 = min(s["steps"][0] for s in series)
     x1 = max(s["steps"][-1] for s in series)
     y0 = min(min(s["values"]) for s in series)
@@ -189,7 +216,6 @@ def plot(store: ExperimentStore, name: str, *, metric: str | None, out: Path) ->
     def py(y: float) -> float:
         return float(bottom - (y - y0) / (y1 - y0) * (bottom - top))
 
-    title = f"Tau experiment plot: {metric}"
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="900" height="{height}" viewBox="0 0 900 {height}" '
         f'font-family="sans-serif" font-size="11">',
@@ -220,14 +246,4 @@ def plot(store: ExperimentStore, name: str, *, metric: str | None, out: Path) ->
         parts.append(f'<text x="{left + 18}" y="{ly + 1}">{escape(s["run_id"])} group={escape(s["run_group_id"])}'
                      f"</text>")
     parts.append("</svg>")
-    data = ("\n".join(parts) + "\n").encode("utf-8")
-    out = out.expanduser().absolute()
-    if out.exists() and out.is_dir():
-        raise UsageError(f"--out {out} is a directory")
-    atomic_write_bytes(out, data)
-    return {
-        "schema_version": PLOT_SCHEMA, "target": name, "target_type": target.type, "metric_name": metric,
-        "out": str(out), "bytes": len(data),
-        "series": [{k: v for k, v in s.items() if k not in ("steps", "values")} for s in series],
-        "warnings": warnings,
-    }
+    return ("\n".join(parts) + "\n").encode("utf-8")

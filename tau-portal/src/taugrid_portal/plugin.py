@@ -9,16 +9,16 @@
   ``update_status(update)``, ``render_evidence(run_id, out)`` (the run's static Stellar page) and ``close()``.
 """
 
-from tau_core.hookspecs import hookimpl
+from tau_core.hookspecs import Register, hookimpl
 
 
 @hookimpl
-def tau_register_storage_backends(register):  # type: ignore[no-untyped-def]
+def tau_register_storage_backends(register: Register) -> None:
     register("experiment-store", "taugrid_portal.store.backend:ExperimentStoreBackend",
              help="The local experiment store (SQLite index + Parquet metrics) as a storage backend.")
 
 
 @hookimpl
-def tau_register_telemetry_sinks(register):  # type: ignore[no-untyped-def]
+def tau_register_telemetry_sinks(register: Register) -> None:
     register("experiment-store", "taugrid_portal.store.backend:ExperimentStoreSink",
              help="Record runs, metrics and their Stellar pages in the local experiment store.")

@@ -7,7 +7,7 @@ command runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,9 @@ from taugrid_portal.portal.config import (
     parse_operator_scope,
 )
 from taugrid_portal.portal.kusto_flags import deprecated_aliases, kusto_config, kusto_options, run_history_config
+
+if TYPE_CHECKING:
+    from taugrid_portal.portal.directory import Directory
 
 
 @click.group("portal", context_settings=CONTEXT)
@@ -80,7 +83,7 @@ def serve(**p: Any) -> None:
     run(config, directory)
 
 
-def build_config(p: dict[str, Any]) -> tuple[PortalConfig, Any]:
+def build_config(p: dict[str, Any]) -> tuple[PortalConfig, Directory | None]:
     """Every flag validated into one typed :class:`PortalConfig` (and the loaded workspace directory)."""
     deprecated_aliases(p, lambda line: click.echo(line, err=True))
     host, port = parse_addr(p["addr"])
@@ -95,7 +98,7 @@ def build_config(p: dict[str, Any]) -> tuple[PortalConfig, Any]:
     kusto = kusto_config(p)
     history = run_history_config(p, kusto, managed=directory_path is not None, cluster=p["cluster_name"])
     policy = load_policy(Path(p["policy_file"]).expanduser()) if p["policy_file"] else None
-    directory = None
+    directory: Directory | None = None
     if directory_path is not None:
         from taugrid_portal.portal.directory import load_directory
 
@@ -114,7 +117,7 @@ def build_config(p: dict[str, Any]) -> tuple[PortalConfig, Any]:
     return config, directory
 
 
-def run(config: PortalConfig, directory: object) -> None:
+def run(config: PortalConfig, directory: Directory | None) -> None:
     import uvicorn
 
     from taugrid_portal.portal.app import create_app
@@ -132,7 +135,7 @@ def run(config: PortalConfig, directory: object) -> None:
         click.echo("note: Cluster Health, Cost, and Node Utilization boards answer 503 in this build (Kusto is "
                    "configured, the boards arrive with durable run history)", err=True)
     sock = bind(config.host, config.port)
-    app = create_app(config, directory=directory)  # type: ignore[arg-type]
+    app = create_app(config, directory=directory)
     click.echo(f"serving taugrid-portal portal at {url_for(sock, '/portal')}", err=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                            server_header=False, timeout_graceful_shutdown=5))

@@ -29,32 +29,37 @@ def environment() -> Any:
                               trim_blocks=True, lstrip_blocks=True)
 
 
-def make_routes(state: PortalState) -> list[Any]:
-    from starlette.routing import Route
+class _Pages:
+    """The page endpoints of one Portal: templates render with the board list and refresh period."""
 
-    env = environment()
-    static = {name: (HERE / "static" / name).read_bytes() for name in STATIC}
+    def __init__(self, state: PortalState) -> None:
+        self.state = state
+        self.env = environment()
+        self.static = {name: (HERE / "static" / name).read_bytes() for name in STATIC}
 
-    def html(request: Request, template: str, **context: Any) -> str:
+    def html(self, request: Request, template: str, **context: Any) -> str:
+        state = self.state
         ws = request.query_params.get("workspace") or state.config.workspace
-        return str(env.get_template(template).render(
+        return str(self.env.get_template(template).render(
             boards=board_list(state, ws), refresh=state.config.refresh_seconds, path=request.url.path, **context))
 
-    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
-        return HTMLResponse(html(request, template, **context), status_code=status, headers=NO_STORE)
+    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> Response:
+        return HTMLResponse(self.html(request, template, **context), status_code=status, headers=NO_STORE)
 
-    def page_key(request: Request, template: str) -> tuple[Any, ...]:
+    def page_key(self, request: Request, template: str) -> tuple[Any, ...]:
         """Everything a page depends on besides the cache: the URL and the viewer's identity headers."""
-        config = state.config
+        config = self.state.config
         return ("page", template, request.url.path, tuple(sorted(request.query_params.multi_items())),
                 request.headers.get(config.user_header.lower(), ""),
                 request.headers.get(config.groups_header.lower(), ""))
 
-    def guarded(template: str, build: Any, memo_keys: tuple[str, ...] = ()) -> Any:
+    def guarded(self, template: str, build: Any, memo_keys: tuple[str, ...] = ()) -> Any:
         """A page; with ``memo_keys`` (the cache kinds it reads) its HTML is kept per cache generation and
         served again only while those kinds are current."""
+        state = self.state
+
         async def endpoint(request: Request) -> Response:
-            key = page_key(request, template) if memo_keys and state.cache is not None else None
+            key = self.page_key(request, template) if memo_keys and state.cache is not None else None
             hit = state.recall(key) if key is not None and state.cache is not None \
                 and state.cache.ready(memo_keys) else None
             if hit is None:
@@ -63,10 +68,10 @@ def make_routes(state: PortalState) -> list[Any]:
                     context = await build(request)
                 except BoardError as exc:
                     reason = str(exc.body.get("reason") or exc.body.get("error") or "unavailable")
-                    return render(request, template, status=exc.status, unavailable=reason, data=None)
+                    return self.render(request, template, status=exc.status, unavailable=reason, data=None)
                 if key is None:
-                    return render(request, template, unavailable="", **context)
-                hit = state.remember(key, stamp, html(request, template, unavailable="", **context).encode())
+                    return self.render(request, template, unavailable="", **context)
+                hit = state.remember(key, stamp, self.html(request, template, unavailable="", **context).encode())
             body, packed = hit
             headers = {**NO_STORE, "Vary": "Accept-Encoding"}
             if "gzip" in request.headers.get("accept-encoding", ""):
@@ -75,33 +80,38 @@ def make_routes(state: PortalState) -> list[Any]:
             return Response(body, media_type="text/html; charset=utf-8", headers=headers)
         return endpoint
 
-    build = _builders(state)
-
-    async def root(request: Request) -> Response:
+    async def root(self, request: Request) -> Response:
         return RedirectResponse("/portal", status_code=302)
 
-    async def static_file(request: Request) -> Response:
+    async def static_file(self, request: Request) -> Response:
         name = request.path_params["name"]
-        if name not in static:
+        if name not in self.static:
             return Response("not found", status_code=404, media_type="text/plain")
-        return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+        return Response(self.static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
-    async def kusto_board(request: Request) -> Response:
+    async def kusto_board(self, request: Request) -> Response:
         board = request.url.path.rsplit("/", 1)[-1]
         title = {"cluster": "Cluster Health", "cost": "Cost"}[board]
-        return render(request, "unavailable.html", status=503, title=title,
-                      unavailable=f"{title.lower()} board unavailable: {kusto_reason(state.config)}")
+        return self.render(request, "unavailable.html", status=503, title=title,
+                           unavailable=f"{title.lower()} board unavailable: {kusto_reason(self.state.config)}")
 
-    async def kueueviz_board(request: Request) -> Response:
+    async def kueueviz_board(self, request: Request) -> Response:
         return RedirectResponse("/api/portal/kueueviz/", status_code=302)
 
-    async def favicon(request: Request) -> Response:
+    async def favicon(self, request: Request) -> Response:
         return Response(status_code=204)
 
+
+def make_routes(state: PortalState) -> list[Any]:
+    from starlette.routing import Route
+
+    pages = _Pages(state)
+    guarded = pages.guarded
+    build = _builders(state)
     methods = ["GET", "HEAD"]
     return [
-        Route("/", root, methods=methods),
-        Route("/favicon.ico", favicon, methods=methods),
+        Route("/", pages.root, methods=methods),
+        Route("/favicon.ico", pages.favicon, methods=methods),
         Route("/portal", guarded("overview.html", build["overview"], OVERVIEW_KEYS), methods=methods),
         Route("/portal/", guarded("overview.html", build["overview"], OVERVIEW_KEYS), methods=methods),
         Route("/portal/runs", guarded("runs.html", build["runs_page"], runs.RUN_KEYS), methods=methods),
@@ -110,10 +120,10 @@ def make_routes(state: PortalState) -> list[Any]:
         Route("/portal/nodes", guarded("nodes.html", build["nodes_page"], boards.NODE_KEYS), methods=methods),
         Route("/portal/ray", guarded("ray.html", build["ray_page"], boards.RAY_KEYS), methods=methods),
         Route("/portal/experiments", guarded("experiments.html", build["experiments_page"]), methods=methods),
-        Route("/portal/static/{name}", static_file, methods=methods),
-        Route("/portal/cluster", kusto_board, methods=methods),
-        Route("/portal/cost", kusto_board, methods=methods),
-        *([Route("/portal/kueueviz", kueueviz_board, methods=methods)] if state.config.kueueviz else []),
+        Route("/portal/static/{name}", pages.static_file, methods=methods),
+        Route("/portal/cluster", pages.kusto_board, methods=methods),
+        Route("/portal/cost", pages.kusto_board, methods=methods),
+        *([Route("/portal/kueueviz", pages.kueueviz_board, methods=methods)] if state.config.kueueviz else []),
     ]
 
 

@@ -128,6 +128,36 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
         raise ValueError("max points must be at least 1")
     keys = list(by)
     data = frame.lazy().select([*keys, pl.col("step").cast(pl.Int64), pl.col("value").cast(pl.Float64)]).collect()
+    stats, finite = _finite_points(data, keys)
+    per = finite.group_by(keys).agg(
+        pl.len().alias("finite_points"),
+        pl.col("step").min().alias("_first"),
+        pl.col("step").max().alias("_last"),
+    )
+    kept = _kept_points(_bucket_extremes(finite, per, keys, budget), keys, budget)
+    series = kept.group_by(keys, maintain_order=True).agg(
+        pl.col("step").alias("steps"), pl.col("value").alias("values")
+    )
+    out = (
+        stats.select([*keys, "source_points", "non_finite_points"])
+        .join(series, on=keys, how="left")
+        .join(per.select([*keys, "finite_points"]), on=keys, how="left")
+        .with_columns(
+            pl.col("steps").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
+            pl.col("values").fill_null(pl.lit([], dtype=pl.List(pl.Float64))),
+            pl.col("finite_points").fill_null(0).cast(pl.Int64),
+            pl.col("source_points").cast(pl.Int64),
+            pl.col("non_finite_points").cast(pl.Int64),
+        )
+    )
+    return out.sort(keys)
+
+
+def _finite_points(data: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(stats, finite)``: each series' point counts, and its finite points by ascending unique step
+    (the last write of a repeated step wins)."""
+    import polars as pl
+
     finite_mask = pl.col("step").is_not_null() & pl.col("value").is_finite().fill_null(False)
     stats = data.group_by(keys).agg(
         pl.len().alias("source_points"),
@@ -148,11 +178,13 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
             .drop("_order")
         )
         finite = pl.concat([finite.join(messy_keys, on=keys, how="anti", maintain_order="left"), messy])
-    per = finite.group_by(keys).agg(
-        pl.len().alias("finite_points"),
-        pl.col("step").min().alias("_first"),
-        pl.col("step").max().alias("_last"),
-    )
+    return stats, finite
+
+
+def _bucket_extremes(finite: pl.DataFrame, per: pl.DataFrame, keys: list[str], budget: int) -> pl.DataFrame:
+    """One row per (series, bucket): the bucket's lowest, highest, first and last points."""
+    import polars as pl
+
     buckets = bucket_count(budget)
     # Every point of a series within budget is its own bucket, so one grouped pass serves both.
     bucket = (
@@ -184,6 +216,14 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
         )
         .collect()
     )
+    return extremes
+
+
+def _kept_points(extremes: pl.DataFrame, keys: list[str], budget: int) -> pl.DataFrame:
+    """The points a series keeps (``*keys, step, value`` by step): each bucket's extremes, and the
+    series' first (budget > 1) and last points."""
+    import polars as pl
+
     lowhigh = extremes.filter(pl.lit(budget >= 4) | (pl.col("finite_points") <= budget))
     parts = [
         lowhigh.select([*keys, pl.col("_lo").alias("step"), pl.col("_lov").alias("value")]),
@@ -198,23 +238,7 @@ def downsample_frame(frame: pl.DataFrame | pl.LazyFrame, budget: int, by: Sequen
                 [*keys, pl.col("_s0").alias("step"), pl.col("_v0").alias("value")]
             )
         )
-    kept = pl.concat(parts).unique(subset=[*keys, "step"]).sort([*keys, "step"])
-    series = kept.group_by(keys, maintain_order=True).agg(
-        pl.col("step").alias("steps"), pl.col("value").alias("values")
-    )
-    out = (
-        stats.select([*keys, "source_points", "non_finite_points"])
-        .join(series, on=keys, how="left")
-        .join(per.select([*keys, "finite_points"]), on=keys, how="left")
-        .with_columns(
-            pl.col("steps").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
-            pl.col("values").fill_null(pl.lit([], dtype=pl.List(pl.Float64))),
-            pl.col("finite_points").fill_null(0).cast(pl.Int64),
-            pl.col("source_points").cast(pl.Int64),
-            pl.col("non_finite_points").cast(pl.Int64),
-        )
-    )
-    return out.sort(keys)
+    return pl.concat(parts).unique(subset=[*keys, "step"]).sort([*keys, "step"])
 
 
 _KEYS = ["run_id", "metric_name"]
@@ -303,6 +327,21 @@ def downsample_runs(frame: pl.DataFrame, budget: int, run_of: dict[str, str] | N
             return pl.concat(parts).sort(_KEYS)
         data, segs = _segments(data)
         segs = segs.with_columns(run_name(pl.col("run_id")))
+    picks = _picked_rows(data, segs, budget)
+    picked = data.select("_seg", "step", "value")[picks.unique().sort()]
+    series = picked.group_by("_seg", maintain_order=True).agg(
+        pl.col("step").alias("steps"), pl.col("value").alias("values")
+    )
+    meta = segs.select("_seg", *(pl.col(k).cast(pl.String) for k in _KEYS), pl.col("_n").alias("finite_points"))
+    parts.append(meta.join(series, on="_seg", how="left").select(list(schema)))
+    return pl.concat(parts).sort(_KEYS)
+
+
+def _picked_rows(data: pl.DataFrame, segs: pl.DataFrame, budget: int) -> pl.Series:
+    """Row indexes (of ``data``, possibly repeated) of the points the ordered blocks ``segs`` keep:
+    every point of a block within budget; otherwise each step bucket's extremes and the block's ends."""
+    import polars as pl
+
     starts = segs["_start"]
     ends = segs["_start"] + segs["_n"] - 1
     if budget < 4:
@@ -337,13 +376,7 @@ def downsample_runs(frame: pl.DataFrame, budget: int, run_of: dict[str, str] | N
         offset = grouped["_gn"].cum_sum() - grouped["_gn"]
         picks = pl.concat([offset + grouped["_amin"].cast(pl.Int64), offset + grouped["_amax"].cast(pl.Int64),
                            starts, ends])
-    picked = data.select("_seg", "step", "value")[picks.unique().sort()]
-    series = picked.group_by("_seg", maintain_order=True).agg(
-        pl.col("step").alias("steps"), pl.col("value").alias("values")
-    )
-    meta = segs.select("_seg", *(pl.col(k).cast(pl.String) for k in _KEYS), pl.col("_n").alias("finite_points"))
-    parts.append(meta.join(series, on="_seg", how="left").select(list(schema)))
-    return pl.concat(parts).sort(_KEYS)
+    return picks
 
 
 def display_value(value: float) -> float:

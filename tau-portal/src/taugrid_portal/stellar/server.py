@@ -32,9 +32,12 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core.errors import ConfigError, NotFoundError, TauError, UsageError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 DEFAULT_HOST = "127.0.0.1"
 SERIES_DEFAULT_POINTS = 8000
@@ -187,148 +190,167 @@ def _int_param(params: Any, name: str, default: int | None = None) -> int | None
         raise UsageError(f"{name} must be an integer, got {raw!r}") from None
 
 
-def create_app(store_path: str | Path, *, default_target: str | None = None,
-               hosts: tuple[str, ...] | None = None) -> Any:
-    """The ASGI app serving one store read-only (``hosts``: see :func:`allowed_hosts`)."""
-    from starlette.applications import Starlette
-    from starlette.exceptions import HTTPException
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-    from starlette.routing import Route
+class _Handlers:
+    """The request handlers of one store's Stellar server: each reads the store lazily, and no answer
+    discloses the store's location (see :meth:`private`)."""
 
-    from taugrid_portal.store import ExperimentStore
+    def __init__(self, store_path: str | Path, default_target: str | None) -> None:
+        self.root = Path(store_path)
+        self.default_target = default_target
+        self.opened: Any = None
+        self.lock = threading.Lock()
+        self.cache = SnapshotCache()
+        self.hidden = sorted({str(self.root), str(self.root.absolute()), str(self.root.resolve())},
+                             key=len, reverse=True)
 
-    from .html import MissingAssetsError, render_html
-    from .snapshot import build_series, build_snapshot, to_json
+    def store(self) -> Any:
+        from taugrid_portal.store import ExperimentStore
 
-    root = Path(store_path)
-    state: dict[str, Any] = {"store": None}
-    lock = threading.Lock()
-    cache = SnapshotCache()
+        with self.lock:
+            if self.opened is None:
+                self.opened = ExperimentStore.open(self.root)
+            return self.opened
 
-    def store() -> Any:
-        with lock:
-            if state["store"] is None:
-                state["store"] = ExperimentStore.open(root)
-            return state["store"]
-
-    def cached_snapshot(request: Request) -> tuple[dict[str, Any], dict[str, Any]]:
-        target = required(request, "target")
-        metric = request.query_params.get("metric") or None
-        max_points = _int_param(request.query_params, "max_points")
-        s = store()
-        return cache.get(s, (target, metric, max_points),
-                         lambda: build_snapshot(s, target, metric=metric, max_points=max_points))
-
-    hidden = sorted({str(root), str(root.absolute()), str(root.resolve())}, key=len, reverse=True)
-
-    def private(text: str | None) -> str | None:
+    def private(self, text: str | None) -> str | None:
         """``text`` without the store's location: the server never discloses local paths (commands in
         snapshots then read ``--store $TAU_EXP_STORE``)."""
         if text is None:
             return None
-        for p in hidden:
+        for p in self.hidden:
             text = text.replace(p, STORE_PLACEHOLDER)
         return text
 
-    def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    def guarded(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        """``handler`` answering a JSON error (never a traceback) for whatever it raises."""
+        from .html import MissingAssetsError
+
+        statuses: list[tuple[type[TauError], int, str]] = [
+            (NotFoundError, 404, "NOT_FOUND"), (UsageError, 400, "INVALID_ARGUMENT"),
+            (ConfigError, 503, "SOURCE_UNAVAILABLE"), (MissingAssetsError, 503, "ASSETS_UNAVAILABLE"),
+            (TauError, 400, "INVALID_ARGUMENT")]
+
         def endpoint(request: Request) -> Any:
             try:
                 return handler(request)
-            except NotFoundError as exc:
-                return _error(404, "NOT_FOUND", private(exc.message) or "", private(exc.hint))
-            except UsageError as exc:
-                return _error(400, "INVALID_ARGUMENT", private(exc.message) or "", private(exc.hint))
-            except ConfigError as exc:
-                return _error(503, "SOURCE_UNAVAILABLE", private(exc.message) or "", private(exc.hint))
-            except MissingAssetsError as exc:
-                return _error(503, "ASSETS_UNAVAILABLE", private(exc.message) or "", private(exc.hint))
             except TauError as exc:
-                return _error(400, "INVALID_ARGUMENT", private(exc.message) or "", private(exc.hint))
+                status, code = next((s, c) for kind, s, c in statuses if isinstance(exc, kind))
+                return _error(status, code, self.private(exc.message) or "", self.private(exc.hint))
             except Exception as exc:  # a bug: report it without leaking a traceback to the client
                 print(f"stellar: internal error on {request.url.path}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 return _error(500, "INTERNAL", "internal error while building the response; see the server log")
 
         return endpoint
 
+    @staticmethod
     def required(request: Request, name: str) -> str:
         value = request.query_params.get(name, "").strip()
         if not value:
             raise UsageError(f"{name} query parameter is required")
         return value
 
-    def index(request: Request) -> Any:
-        if default_target:
+    def cached_snapshot(self, request: Request) -> tuple[dict[str, Any], dict[str, Any]]:
+        from .snapshot import build_snapshot
+
+        target = self.required(request, "target")
+        metric = request.query_params.get("metric") or None
+        max_points = _int_param(request.query_params, "max_points")
+        s = self.store()
+        return self.cache.get(s, (target, metric, max_points),
+                              lambda: build_snapshot(s, target, metric=metric, max_points=max_points))
+
+    def index(self, request: Request) -> Any:
+        from starlette.responses import JSONResponse, RedirectResponse
+
+        if self.default_target:
             from urllib.parse import urlencode
 
-            return RedirectResponse("/stellar?" + urlencode({"target": default_target}), status_code=307)
+            return RedirectResponse("/stellar?" + urlencode({"target": self.default_target}), status_code=307)
         return JSONResponse({"service": "tau.exp.stellar", "source": "local", "read_only": True,
                              "endpoints": ENDPOINTS})
 
-    def healthz(request: Request) -> Any:
+    def healthz(self, request: Request) -> Any:
+        from starlette.responses import JSONResponse
+
         try:
-            s = store()
+            s = self.store()
             s.query("SELECT 1 AS ok")
         except TauError as exc:
-            return JSONResponse({"ok": False, "source": "local", "error": private(exc.message)}, status_code=503)
+            return JSONResponse({"ok": False, "source": "local", "error": self.private(exc.message)}, status_code=503)
         return JSONResponse({"ok": True, "source": "local"})
 
-    def page(request: Request) -> Any:
-        snap, rendered = cached_snapshot(request)
+    def page(self, request: Request) -> Any:
+        from starlette.responses import HTMLResponse
+
+        from .html import render_html
+
+        snap, rendered = self.cached_snapshot(request)
         if "html" not in rendered:
-            rendered["html"] = private(render_html(snap, series_path="/api/stellar/series"))
+            rendered["html"] = self.private(render_html(snap, series_path="/api/stellar/series"))
         return HTMLResponse(rendered["html"], headers={"Cache-Control": "no-store"})
 
-    def snapshot(request: Request) -> Any:
-        snap, rendered = cached_snapshot(request)
+    def snapshot(self, request: Request) -> Any:
+        from starlette.responses import Response
+
+        from .snapshot import to_json
+
+        snap, rendered = self.cached_snapshot(request)
         if "json" not in rendered:
-            rendered["json"] = private(to_json(snap, indent=None))
+            rendered["json"] = self.private(to_json(snap, indent=None))
         return Response(rendered["json"], media_type="application/json", headers={"Cache-Control": "no-store"})
 
-    def series(request: Request) -> Any:
-        target = required(request, "target")
-        metric = required(request, "metric")
+    def series(self, request: Request) -> Any:
+        from starlette.responses import Response
+
+        from .snapshot import build_series, to_json
+
+        target = self.required(request, "target")
+        metric = self.required(request, "metric")
         params = request.query_params
         max_points = _int_param(params, "max_points")
         detail = build_series(
-            store(), target, metric,
+            self.store(), target, metric,
             run_id=params.get("run_id") or None,
             start_step=_int_param(params, "start_step"),
             end_step=_int_param(params, "end_step"),
             max_points=SERIES_DEFAULT_POINTS if max_points is None else max_points,
         )
-        return Response(private(to_json(detail, indent=None)), media_type="application/json",
+        return Response(self.private(to_json(detail, indent=None)), media_type="application/json",
                         headers={"Cache-Control": "no-store"})
 
-    def artifacts(request: Request) -> Any:
+    def artifacts(self, request: Request) -> Any:
         from urllib.parse import urlencode
 
-        target = required(request, "target")
-        resolved = store().resolve_target(target)
-        rows = [a for run_id in resolved.run_ids for a in store().artifacts(run_id)]
+        from starlette.responses import JSONResponse
+
+        target = self.required(request, "target")
+        resolved = self.store().resolve_target(target)
+        rows = [a for run_id in resolved.run_ids for a in self.store().artifacts(run_id)]
         listed = [{**{k: a.get(k) for k in ARTIFACT_FIELDS}, "fetch_url": "/api/stellar/artifact?"
                    + urlencode({"target": a["run_id"], "artifact": a["artifact_id"]})} for a in rows]
         return JSONResponse({"source": "index", "target": target, "target_type": resolved.type,
                              "run": resolved.id if resolved.type == "run" else "", "count": len(listed),
                              "artifacts": listed}, headers={"Cache-Control": "no-store"})
 
-    def artifact(request: Request) -> Any:
+    def artifact(self, request: Request) -> Any:
         import mimetypes
 
         from starlette.responses import FileResponse
 
-        target, artifact_id = required(request, "target"), required(request, "artifact")
-        resolved = store().resolve_target(target)
-        row = store().artifact(artifact_id)
+        target, artifact_id = self.required(request, "target"), self.required(request, "artifact")
+        resolved = self.store().resolve_target(target)
+        row = self.store().artifact(artifact_id)
         if row["run_id"] not in resolved.run_ids:
             raise NotFoundError(f"artifact {artifact_id!r} was not found for target {target!r}")
-        path = store().artifact_path(artifact_id)
+        path = self.store().artifact_path(artifact_id)
         media = row.get("content_type") or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         return FileResponse(path, media_type=media, headers={
             "Cache-Control": "no-store", "Content-Security-Policy": ARTIFACT_CSP.decode(),
             "X-Frame-Options": "SAMEORIGIN"})
 
+    @staticmethod
     async def http_error(request: Request, exc: Exception) -> Any:
+        from starlette.exceptions import HTTPException
+
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
             return _error(405, "METHOD_NOT_ALLOWED", "this Stellar server is read-only; use GET")
@@ -336,17 +358,26 @@ def create_app(store_path: str | Path, *, default_target: str | None = None,
             return _error(404, "NOT_FOUND", f"no route {request.url.path}", "routes: " + ", ".join(ENDPOINTS))
         return _error(exc.status_code, "HTTP_ERROR", str(exc.detail))
 
+
+def create_app(store_path: str | Path, *, default_target: str | None = None,
+               hosts: tuple[str, ...] | None = None) -> Any:
+    """The ASGI app serving one store read-only (``hosts``: see :func:`allowed_hosts`)."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.routing import Route
+
+    h = _Handlers(store_path, default_target)
     methods = ["GET", "HEAD"]
     routes = [
-        Route("/", guarded(index), methods=methods),
-        Route("/healthz", healthz, methods=methods),
-        Route("/stellar", guarded(page), methods=methods),
-        Route("/api/stellar/snapshot", guarded(snapshot), methods=methods),
-        Route("/api/stellar/series", guarded(series), methods=methods),
-        Route("/api/stellar/artifacts", guarded(artifacts), methods=methods),
-        Route("/api/stellar/artifact", guarded(artifact), methods=methods),
+        Route("/", h.guarded(h.index), methods=methods),
+        Route("/healthz", h.healthz, methods=methods),
+        Route("/stellar", h.guarded(h.page), methods=methods),
+        Route("/api/stellar/snapshot", h.guarded(h.snapshot), methods=methods),
+        Route("/api/stellar/series", h.guarded(h.series), methods=methods),
+        Route("/api/stellar/artifacts", h.guarded(h.artifacts), methods=methods),
+        Route("/api/stellar/artifact", h.guarded(h.artifact), methods=methods),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _Handlers.http_error})
     return SecurityHeaders(HostAllowlist(app, allowed_hosts() if hosts is None else hosts))
 
 

@@ -394,6 +394,74 @@ def _cards(
     return cards
 
 
+def _run_views(store: Any, runs: list[Any], colors: dict[str, str], summaries: dict[tuple[str, str], Any],
+               metric_names: list[str]) -> list[dict[str, Any]]:
+    """Each run as the table shows it: its record, color, summaries, configs, artifacts and output dir."""
+    views = []
+    for run in runs:
+        view = run.to_dict()
+        view["color"] = colors[run.run_id]
+        view["summaries"] = [_summary_view(summaries[(run.run_id, m)]) for m in metric_names
+                             if (run.run_id, m) in summaries]
+        view["configs"] = [_config_view(c) for c in store.configs(run.run_id)]
+        view["artifacts"] = [_artifact_view(a) for a in store.artifacts(run.run_id)]
+        view["output_dir"] = _output_dir(store, run.result_uri)
+        views.append(view)
+    return views
+
+
+def _best(primary: str | None, cards: list[dict[str, Any]]) -> tuple[str | None, str | None, Any]:
+    """``(group, run, value)`` of the best group on the primary metric's card (ties: lowest group id)."""
+    if not (primary and cards and cards[0]["groups"]):
+        return None, None, None
+    pick = min if cards[0]["direction"] == "min" else max
+    best = pick(sorted(cards[0]["groups"], key=lambda g: g["run_group_id"]), key=lambda g: g["best_value"])
+    return best["run_group_id"], best["best_run_id"], best["best_value"]
+
+
+def _status(store: Any, runs: list[Any], run_ids: list[str]) -> dict[str, Any]:
+    """The store's counts for the runs, with how many runs are in each state and lifecycle state."""
+    states: dict[str, int] = {}
+    lifecycle: dict[str, int] = {}
+    for run in runs:
+        states[run.state] = states.get(run.state, 0) + 1
+        lifecycle[run.lifecycle_state] = lifecycle.get(run.lifecycle_state, 0) + 1
+    counts = store.counts(run_ids) if run_ids else {"runs": 0, "groups": 0, "configs": 0, "metric_files": 0,
+                                                      "artifacts": 0, "observations": 0}
+    return {**counts, "states": states, "lifecycle": lifecycle}
+
+
+def _summary(runs: list[Any], lifecycle: dict[str, int], primary: str | None,
+             best: tuple[str | None, str | None, Any], tq: str, opt: str) -> dict[str, Any]:
+    """The headline: run states, the primary metric and its best run (``tq``, ``opt``: see :func:`_commands`)."""
+    best_group_id, best_run_id, best_value = best
+    status_text = ", ".join(f"{n} {k}" for k, n in sorted(lifecycle.items()))
+    return {
+        "status": f"{len(runs)} run{'' if len(runs) == 1 else 's'}: {status_text}" if runs else "no runs",
+        "primary_metric": primary,
+        "direction": direction_of(primary) if primary else None,
+        "best_run_id": best_run_id,
+        "best_group_id": best_group_id,
+        "best_value": best_value,
+        "best_evidence": (
+            f"{primary} {'min' if direction_of(primary) == 'min' else 'max'} latest = "
+            f"{best_value:.6g} ({best_run_id}, group {best_group_id})"
+            if primary and best_value is not None else None
+        ),
+        "next_command": f"{COMMAND} compare {tq} --metric {shlex.quote(primary)}{opt}" if primary else None,
+    }
+
+
+def _commands(tq: str, opt: str) -> dict[str, str]:
+    """The CLI commands the page offers for the quoted target ``tq`` (``opt``: the ``--store`` option)."""
+    return {
+        "open_dashboard": f"{COMMAND} open {tq}{opt}",
+        "save_html": f"{COMMAND} stellar {tq} -o html --out stellar.html{opt}",
+        "status": f"{COMMAND} status {tq}{opt}",
+        "export_json": f"{COMMAND} stellar {tq} -o json{opt}",
+    }
+
+
 def build_snapshot(
     store: Any,
     target: str,
@@ -419,38 +487,11 @@ def build_snapshot(
     primary = metric or primary_metric(metric_names)
     ordered = ([primary] if primary else []) + [m for m in metric_names if m != primary]
 
-    series_count = sum(1 for _ in summary_rows)
-    budget = series_budget(max_points, series_count)
+    budget = series_budget(max_points, len(summary_rows))
     charts = all_charts(store, run_ids, ordered, summaries, budget, colors)
-
-    run_views = []
-    for run in runs:
-        view = run.to_dict()
-        view["color"] = colors[run.run_id]
-        view["summaries"] = [_summary_view(summaries[(run.run_id, m)]) for m in metric_names
-                             if (run.run_id, m) in summaries]
-        view["configs"] = [_config_view(c) for c in store.configs(run.run_id)]
-        view["artifacts"] = [_artifact_view(a) for a in store.artifacts(run.run_id)]
-        view["output_dir"] = _output_dir(store, run.result_uri)
-        run_views.append(view)
-
     cards = _cards(ordered, runs, summaries)
-    best_group_id = best_run_id = None
-    best_value = None
-    if primary and cards and cards[0]["groups"]:
-        direction = cards[0]["direction"]
-        pick = min if direction == "min" else max
-        best = pick(sorted(cards[0]["groups"], key=lambda g: g["run_group_id"]), key=lambda g: g["best_value"])
-        best_group_id, best_run_id, best_value = best["run_group_id"], best["best_run_id"], best["best_value"]
-
-    states: dict[str, int] = {}
-    lifecycle: dict[str, int] = {}
-    for run in runs:
-        states[run.state] = states.get(run.state, 0) + 1
-        lifecycle[run.lifecycle_state] = lifecycle.get(run.lifecycle_state, 0) + 1
-    counts = store.counts(run_ids) if run_ids else {"runs": 0, "groups": 0, "configs": 0, "metric_files": 0,
-                                                      "artifacts": 0, "observations": 0}
-    status_text = ", ".join(f"{n} {k}" for k, n in sorted(lifecycle.items()))
+    best = _best(primary, cards)
+    status = _status(store, runs, run_ids)
     store_path = _store_path(store)
     opt = f" --store {shlex.quote(store_path)}"
     tq = shlex.quote(target)
@@ -462,41 +503,27 @@ def build_snapshot(
     elif not metric_names:
         warnings.append(f"no scalar metrics were recorded for target {target!r}")
 
-    generated = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     primary_chart = charts[0] if charts else None
     return {
         "schema_version": SCHEMA_VERSION,
         "payload_mode": "full",
-        "generated_at": generated,
+        "generated_at": (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "store_path": store_path,
         "target": target,
         "target_type": resolved.type,
         "project": resolved.project,
         "experiment": experiment,
-        "status": {**counts, "states": states, "lifecycle": lifecycle},
-        "summary": {
-            "status": f"{len(runs)} run{'' if len(runs) == 1 else 's'}: {status_text}" if runs else "no runs",
-            "primary_metric": primary,
-            "direction": direction_of(primary) if primary else None,
-            "best_run_id": best_run_id,
-            "best_group_id": best_group_id,
-            "best_value": best_value,
-            "best_evidence": (
-                f"{primary} {'min' if direction_of(primary) == 'min' else 'max'} latest = "
-                f"{best_value:.6g} ({best_run_id}, group {best_group_id})"
-                if primary and best_value is not None else None
-            ),
-            "next_command": f"{COMMAND} compare {tq} --metric {shlex.quote(primary)}{opt}" if primary else None,
-        },
+        "status": status,
+        "summary": _summary(runs, status["lifecycle"], primary, best, tq, opt),
         "run_groups": sorted({r.run_group_id for r in runs}),
-        "runs": run_views,
+        "runs": _run_views(store, runs, colors, summaries, metric_names),
         "metric_options": [{"name": m, "selected": m == primary} for m in ordered],
         "chart": (
             {k: v for k, v in primary_chart.items() if k != "series"} if primary_chart else {"has_data": False}
         ),
         "charts": charts,
         "cards": cards,
-        "best_group_id": best_group_id,
+        "best_group_id": best[0],
         "sampling": {
             "algorithm": downsample.ALGORITHM,
             "max_points_per_series": budget,
@@ -504,12 +531,7 @@ def build_snapshot(
             "display_sig_figs": downsample.DISPLAY_SIG_FIGS,
             "raw_preserved": True,
         },
-        "actions": {
-            "open_dashboard": f"{COMMAND} open {tq}{opt}",
-            "save_html": f"{COMMAND} stellar {tq} -o html --out stellar.html{opt}",
-            "status": f"{COMMAND} status {tq}{opt}",
-            "export_json": f"{COMMAND} stellar {tq} -o json{opt}",
-        },
+        "actions": _commands(tq, opt),
         "warnings": warnings,
     }
 

@@ -200,8 +200,8 @@ def parse_block_fast(
         else:
             tsf = ts.cast(pl.Float64)
             valid = tsf.drop_nulls()
-            lo, hi = valid.min(), valid.max()
-            if valid.len() and (not valid.is_finite().all() or float(lo) <= 0 or float(hi) > MAX_EPOCH_SECONDS):  # type: ignore[arg-type]
+            out_of_range = (valid <= 0).any() or (valid > MAX_EPOCH_SECONDS).any()
+            if valid.len() and (not valid.is_finite().all() or out_of_range):
                 return None
             wall = (tsf * 1_000_000).round(0).cast(pl.Int64)
     metrics: list[str] = []
