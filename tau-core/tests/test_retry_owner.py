@@ -61,3 +61,30 @@ def test_next_attempt_is_the_old_spec_minus_server_fields_with_the_attempt_env()
     assert meta["annotations"][keys.SUBMISSION_ID] == "bbbb2222"
     assert meta["annotations"][keys.RETRY_ATTEMPT] == "1" and meta["annotations"][keys.RETRY_REASON] == "Preempted"
     assert old["metadata"]["uid"] == "u1"  # the input is not modified
+
+
+class _Attempts:
+    """A backend whose ``wait`` returns the given final statuses in turn (the follow loop's only input)."""
+
+    def __init__(self, *statuses: tuple[int, bool]) -> None:
+        from tau_core.lifecycle.base import FailureReason, RunRef, RunStatus
+
+        self.ref = RunRef("pre", "kubernetes", "aurora")
+        self.statuses = [RunStatus(self.ref, "Job", [], True, ok, None if ok else FailureReason.PREEMPTED, attempt=a)
+                         for a, ok in statuses]
+
+    def wait(self, ref: object) -> object:
+        return self.statuses.pop(0)
+
+
+def test_follow_reports_attempts_the_controller_replaced_before_this_command_saw_them_fail():
+    from tau_core.backends.retry_owner import follow
+    from tau_core.retry import RetryPolicy
+
+    said: list[str] = []
+    backend = _Attempts((2, True))  # attempts 0 and 1 failed and were replaced before the watch saw either fail
+    st = follow(backend, backend.ref, RetryPolicy(max_retries=2, retry_on=("Preempted",)), said.append)
+    assert st.succeeded
+    assert said[1:] == ["attempt 1/2 failed — the Tau controller has already resubmitted it",
+                        "attempt 2/2 failed — the Tau controller has already resubmitted it",
+                        "workload aurora/pre completed successfully"]

@@ -48,7 +48,7 @@ def logs_options(fn: F) -> F:
 def log_options(follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
                 timestamps: bool, prefix: bool) -> LogOptions:
     """The validated :class:`~tau_core.lifecycle.base.LogOptions` of the :func:`logs_options` flags."""
-    from tau_core.lifecycle.base import ExecutionBackend, LogOptions, RunRef
+    from tau_core.lifecycle.base import LogOptions
 
     if container and all_containers:
         raise UsageError("-c/--container and --all-containers cannot be combined")

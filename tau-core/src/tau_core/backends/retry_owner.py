@@ -41,9 +41,12 @@ def follow(backend: Any, ref: Any, policy: RetryPolicy, say: Callable[[str], Non
     where = f"{ref.namespace}/{ref.name}"
     say(f"submitted {where}; automatic retry (up to {policy.max_retries} on {', '.join(policy.retry_on)}) is owned "
         "by the Tau controller, which retries even when this command stops. Ctrl-C stops following, not the run.")
+    expected = 0  # the attempt this command last knew of
     while True:
         st = backend.wait(ref)
         attempt = st.attempt or 0
+        for replaced in range(expected, attempt):  # failed and resubmitted before this command saw them fail
+            say(f"attempt {replaced + 1}/{policy.max_retries} failed — the Tau controller has already resubmitted it")
         if st.succeeded:
             say(f"workload {where} completed successfully")
             return st
@@ -60,6 +63,7 @@ def follow(backend: Any, ref: Any, policy: RetryPolicy, say: Callable[[str], Non
         say(f"attempt {attempt + 1}/{policy.max_retries} failed ({reason.value}) — the Tau controller retries in "
             f"{delay:g}s")
         _await_next(backend, ref, attempt, delay + RESUBMIT_GRACE)
+        expected = attempt + 1
 
 
 def _await_next(backend: Any, ref: Any, attempt: int, timeout: float) -> None:
