@@ -20,7 +20,8 @@ delete it and leave no mark)?  The rule, for the newest record of a run that is 
   CREATE, so the recorded attempt is created now (once: the create is refused while the name is taken) and the
   record becomes ``submitted``.  The one case this cannot tell apart: that controller stopped *before* sending its
   DELETE and, while no controller ran, someone deleted the failed run; it is then resubmitted once (and can be
-  cancelled again; the record is final after that).
+  cancelled again; the record is final after that).  Closing it would need ``tau run cancel`` to mark the record,
+  which the researcher role (read-only on Events, as in the reference) does not allow.
 * ``submitted``, ``cancelled`` and records without ``retry-state`` (older controllers) are never acted on, and only
   a run's newest record counts.  Events expire (one hour by default): a controller down for longer finishes
   nothing.
@@ -36,9 +37,15 @@ from tau_controller.api import EVENT, Kind
 from tau_controller.context import COMPONENT, Ctx, log
 from tau_core import keys
 from tau_core.kube import KubeApiError, WriteOutcomeUnknown
+from tau_core.retry import (
+    RETRY_ATTEMPT_REASON,
+    RETRY_STATE_CANCELLED,
+    RETRY_STATE_PENDING,
+    RETRY_STATE_SUBMITTED,
+)
 
-PENDING, SUBMITTED, CANCELLED = "pending", "submitted", "cancelled"
-ATTEMPT_REASON = "RayJobAttempt"  # the retry Event's reason (tau_core.retry.retry_event)
+PENDING, SUBMITTED, CANCELLED = RETRY_STATE_PENDING, RETRY_STATE_SUBMITTED, RETRY_STATE_CANCELLED
+ATTEMPT_REASON = RETRY_ATTEMPT_REASON  # the retry Event's reason (tau_core.retry.retry_event)
 SWEEP_INTERVAL = 300.0
 
 

@@ -110,7 +110,7 @@ def retry_event(*, namespace: str, name: str, attempt: int, max_retries: int, re
     """The ``v1`` Event recorded for a retry attempt, exhaustion (``exhausted``) or success (``succeeded``)."""
     stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     suffix, event_reason, etype = {
-        "attempt": (f"retry-{attempt}", "RayJobAttempt", "Warning"),
+        "attempt": (f"retry-{attempt}", RETRY_ATTEMPT_REASON, "Warning"),
         "exhausted": (f"retries-exhausted-{max_retries}", "RayJobRetriesExhausted", "Warning"),
         "succeeded": (f"retry-succeeded-{attempt}", "RayJobRetrySucceeded", "Normal"),
     }[outcome]
@@ -143,6 +143,12 @@ def retry_event(*, namespace: str, name: str, attempt: int, max_retries: int, re
 RETRY_CAPABILITY = "ServerSideRetry"
 OWNER_CONTROLLER = "controller"
 OWNER_CLI = "cli"
+#: ``tau.azure.com/retry-state`` of a controller's retry record (the ``<run>-retry-<n>`` Event): the next attempt
+#: is recorded and not yet created (``pending``), created (``submitted``), or must never be (``cancelled``: the
+#: run was deleted by someone else, or ``tau run cancel`` stopped it between two attempts).
+RETRY_STATE_PENDING, RETRY_STATE_SUBMITTED, RETRY_STATE_CANCELLED = "pending", "submitted", "cancelled"
+#: the reason of a retry-attempt Event (see :func:`retry_event`)
+RETRY_ATTEMPT_REASON = "RayJobAttempt"
 _SERVER_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
                 "deletionTimestamp", "deletionGracePeriodSeconds")
 _JOB_CONTROLLER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
