@@ -11,16 +11,13 @@ See README.md (beside this file) for what the fakes leave out.
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from tau_testing.azure.arm import ArmFake, ManagedCluster
 from tau_testing.azure.entra import APPROVE, DECLINE, EXPIRE, EntraFake, Identity
+from tau_testing.uvicorn_thread import UvicornThread, listen
 
 __all__ = [
     "APPROVE",
@@ -44,60 +41,29 @@ class LoopbackTLSServer:
         self.app = app
         self.port = 0
         self.ca_path: Path | None = None
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._serving: UvicornThread | None = None
 
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
     def start(self) -> LoopbackTLSServer:
-        import uvicorn
-
         from tau_testing.sim.tls import make_certificates
 
         holder = SimpleNamespace(ca_path=None, ca_data=None)
         ssl_options = make_certificates(holder)  # type: ignore[arg-type]
         self.ca_path = holder.ca_path
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        sock.setblocking(False)
+        sock = listen()
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, lifespan="off", log_level="critical", access_log=False, ws="none",
-                                timeout_graceful_shutdown=1, **ssl_options)
-        self._server = uvicorn.Server(config)
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._server.serve(sockets=[sock]))
-            except BaseException as exc:  # surfaced by start()
-                self._error = exc
-            finally:
-                sock.close()
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name=f"azure-fake-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if self._error is not None or not self._thread.is_alive():
-                raise RuntimeError(f"the loopback server did not start: {self._error}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("the loopback server did not start within 10 s")
-            time.sleep(0.005)
+        self._serving = UvicornThread(self.app, sock, name=f"azure-fake-{self.port}", what="loopback server",
+                                      **ssl_options)
+        self._serving.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        serving, self._serving = self._serving, None
+        if serving is not None:
+            serving.stop()
 
 
 class AzureFakes:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
-import threading
-import time
 import traceback
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
@@ -30,6 +27,7 @@ from tau_testing.sim.routes.wire import (
     _warning_headers,
 )
 from tau_testing.sim.vap import api_request
+from tau_testing.uvicorn_thread import UvicornThread, listen
 
 if TYPE_CHECKING:
     from tau_testing.sim.cluster import SimCluster
@@ -422,64 +420,24 @@ class ServerThread:
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
         self.app = ApiApp(cluster)
-        self._thread: threading.Thread | None = None
-        self._server: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._error: BaseException | None = None
+        self._serving: UvicornThread | None = None
 
     def start(self) -> None:
-        import uvicorn
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((self.cluster.host, self.cluster.port or 0))
-        sock.listen(256)
-        sock.setblocking(False)
+        sock = listen(self.cluster.host, self.cluster.port or 0, backlog=256)
         self.cluster.port = sock.getsockname()[1]
         ssl_options: dict[str, Any] = {}
         if self.cluster.tls:
             from tau_testing.sim.tls import make_certificates
 
             ssl_options = make_certificates(self.cluster)
-        # "critical": the only exceptions reaching uvicorn are injected connection drops (the app answers every
-        # other error itself and prints unexpected ones)
-        config = uvicorn.Config(self.app, lifespan="off", log_level="critical", access_log=False, ws="none",
-                                timeout_graceful_shutdown=1, timeout_keep_alive=30, **ssl_options)
-        self._server = uvicorn.Server(config)
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._server.serve(sockets=[sock]))
-            except BaseException as exc:  # surfaced by start()
-                self._error = exc
-            finally:
-                sock.close()
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name=f"tau-sim-{self.cluster.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if self._error is not None or not self._thread.is_alive():
-                raise RuntimeError(f"the simulated API server did not start: {self._error}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("the simulated API server did not start within 10 s")
-            time.sleep(0.002)
+        self._serving = UvicornThread(self.app, sock, name=f"tau-sim-{self.cluster.port}",
+                                      what="simulated API server", timeout_keep_alive=30, **ssl_options)
+        self._serving.start()
 
     def stop(self) -> None:
-        if self._server is None:
+        serving, self._serving = self._serving, None
+        if serving is None:
             return
-        loop = self._loop
-        if loop is not None and self.app.closing is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(self.app.closing.set)
-            except RuntimeError:
-                pass
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
+        if self.app.closing is not None:
+            serving.call_soon(self.app.closing.set)
+        serving.stop()
