@@ -197,3 +197,28 @@ def test_fast_path_never_loses_a_late_key_or_value(head, late_key, value, spaced
         assert slow is not None
         key = ["metric_name", "step", "value"]
         assert fast.long().sort(key).to_dicts() == slow.sort(key).to_dicts()
+
+
+def test_import_process_loads_neither_pandas_nor_arrow_compute(tmp_path, write_history):
+    """The whole ``experiment import jsonl`` command stays off pandas and ``pyarrow.compute``.
+
+    Building a pyarrow array from a Python list (``pa.array``, ``pa.scalar``) imports pandas,
+    which doubled the import's start-up cost; the writer builds its arrays from buffers instead.
+    """
+    history = write_history(tmp_path / "h.jsonl", steps=50)
+    script = textwrap.dedent("""
+        import json, sys
+        from taugrid_portal.cli import main
+        try:
+            main(sys.argv[1:])
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        print(json.dumps(sorted(m for m in sys.modules if m in ("pandas", "pyarrow.compute"))), file=sys.stderr)
+    """)
+    store = tmp_path / "store"
+    for argv in (["experiment", "init", "demo", "--store", str(store)],
+                 ["experiment", "import", "jsonl", "--store", str(store), "--run", "r1", "--history", str(history),
+                  "-o", "json"]):
+        out = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, check=True)
+    assert json.loads(out.stderr.strip().splitlines()[-1]) == []
+    assert json.loads(out.stdout)["rows"] == 100

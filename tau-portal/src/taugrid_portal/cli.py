@@ -294,13 +294,13 @@ class _Progress:
 
 def _tau_yaml_defaults() -> dict[str, str]:
     """``name``/``run.name`` and ``experiment.{name,project,group}`` from ./tau.yaml, when present."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     for candidate in ("tau.yaml", "tau.yml"):
         path = Path(candidate)
         if not path.is_file():
             continue
+        from ruamel.yaml import YAML  # only when there is a file: the import costs every command otherwise
+        from ruamel.yaml.error import YAMLError
+
         try:
             data = YAML(typ="safe", pure=True).load(path.read_text("utf-8"))
         except (OSError, YAMLError):

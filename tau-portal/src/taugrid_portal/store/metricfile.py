@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,22 @@ SCHEMA_HASH = sha256_text(",".join(schema.METRIC_SCHEMA_COLUMNS))
 Columns = tuple[Any, Any, Any, Any, int | None, int | None, tuple[list[str], Any, Any, Any]]
 KEEP_CHUNK_ROWS = 4_000_000  # ~64 MB of steps and values
 CONSTANT_COLUMNS = ("project", "run_group_id", "run_id", "unit", "source", "split", "tags")
+
+
+def string_array(values: list[str]) -> Any:
+    """A pyarrow ``string`` array built from its buffers.
+
+    ``pyarrow.array`` on a Python list asks whether pandas is installed, which imports pandas
+    (about 0.4 s of CPU and 40 MB): an importer has no other use for it.
+    """
+    import pyarrow as pa
+
+    encoded = [v.encode() for v in values]
+    offsets = [0]
+    for item in encoded:
+        offsets.append(offsets[-1] + len(item))
+    return pa.StringArray.from_buffers(len(values), pa.py_buffer(array("i", offsets).tobytes()),
+                                       pa.py_buffer(b"".join(encoded)))
 
 
 def arrow_schema(*, dictionary_constants: bool = False) -> Any:
@@ -126,6 +143,7 @@ class MetricFileWriter:
 
     def _append(self, names: Any, steps: Any, walls: Any, values: Any, tags: dict[str, str]) -> None:
         """One chunk as a Parquet row group (pyarrow's core and parquet modules only, never compute)."""
+        import polars as pl
         import pyarrow as pa
 
         assert self.path is not None
@@ -134,13 +152,13 @@ class MetricFileWriter:
 
         if self._const_rows < n:  # one all-zero and one all-null index array, sliced per chunk
             self._const_rows = max(n, 2 * self._const_rows)
-            self._zeros = pa.repeat(pa.scalar(0, pa.int32()), self._const_rows)
+            self._zeros = pl.zeros(self._const_rows, pl.Int32, eager=True).to_arrow()  # no pa.scalar: it imports pandas
             self._nulls = pa.nulls(self._const_rows, pa.int32())
 
         def const(value: str | None) -> Any:
             if value is None:
-                return pa.DictionaryArray.from_arrays(self._nulls.slice(0, n), pa.array([], pa.string()))
-            return pa.DictionaryArray.from_arrays(self._zeros.slice(0, n), pa.array([value]))
+                return pa.DictionaryArray.from_arrays(self._nulls.slice(0, n), string_array([]))
+            return pa.DictionaryArray.from_arrays(self._zeros.slice(0, n), string_array([value]))
 
         table = pa.Table.from_arrays(
             [
@@ -176,7 +194,7 @@ class MetricFileWriter:
 
         if long.height == 0:
             return None
-        names = pa.DictionaryArray.from_arrays(codes.cast(pl.Int32).to_arrow(), pa.array(metrics, pa.string()))
+        names = pa.DictionaryArray.from_arrays(codes.cast(pl.Int32).to_arrow(), string_array(metrics))
         walls = long["wall_time_us"].cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
         step = long["step"].cast(pl.Int64)
         lo, hi = step.min(), step.max()
