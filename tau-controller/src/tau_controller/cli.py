@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from tau_core import keys
 from tau_core.cli_options import CONTEXT_SETTINGS
 from tau_core.errors import TauError
 
@@ -19,7 +20,7 @@ def main() -> None:
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file (default: in-cluster "
               "ServiceAccount, else $KUBECONFIG or ~/.kube/config)")
 @click.option("--context", help="kubeconfig context (default: the current context)")
-@click.option("--system-namespace", default="tau-system", show_default=True,
+@click.option("--system-namespace", default=keys.SYSTEM_NAMESPACE_DEFAULT, show_default=True,
               help="namespace holding TauWorkspaces and TauQuotaRequests")
 @click.option("--platform-namespace", hidden=True, help="deprecated alias of --system-namespace")
 @click.option("--namespace-scope", multiple=True, help="watch namespaced objects only in these namespaces "
@@ -43,7 +44,8 @@ def run(kubeconfig: str | None, context: str | None, system_namespace: str, plat
 
     from tau_controller.runtime import Controller, Options
 
-    if platform_namespace and platform_namespace != system_namespace and system_namespace != "tau-system":
+    default = keys.SYSTEM_NAMESPACE_DEFAULT
+    if platform_namespace and platform_namespace != system_namespace and system_namespace != default:
         raise click.UsageError(f"--system-namespace {system_namespace!r} conflicts with deprecated "
                                f"--platform-namespace {platform_namespace!r}")
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,

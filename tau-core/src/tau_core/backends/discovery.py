@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tau_core import keys
 from tau_core.errors import NotFoundError, TauError
 from tau_core.kube import KubeSession, api_path
 from tau_core.kube import run as run_async
@@ -47,8 +48,9 @@ def cached_routes(config_root: Path) -> list[Route]:
             continue  # a damaged state file is not a route
         if not isinstance(state, dict) or not state.get("namespace") or not state.get("kubeconfig_path"):
             continue
+        system_namespace = str(state.get("system_namespace") or keys.SYSTEM_NAMESPACE_DEFAULT)
         routes.append(Route(str(state.get("workspace", "")), str(state["namespace"]), state.get("context_name"),
-                            str(state["kubeconfig_path"]), str(state.get("system_namespace") or "tau-system"),
+                            str(state["kubeconfig_path"]), system_namespace,
                             str(state.get("workspace_uid") or ""), "connection"))
     return routes
 

@@ -12,7 +12,9 @@ from typing import Any, TypeVar
 
 import click
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}
+from tau_core.cli_options import CONTEXT_SETTINGS
+
+CONTEXT = CONTEXT_SETTINGS
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -8,7 +8,9 @@ import sys
 
 import click
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}
+from tau_core.cli_options import CONTEXT_SETTINGS
+
+CONTEXT = CONTEXT_SETTINGS
 #: the AKS server application (kept in step with tau_core.azure_auth.AKS_SERVER_APP_ID; no import for --help)
 DEFAULT_SERVER_APP = "6dae42f8-4368-4678-94ff-3960e28e3630"
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tau_core import hashing
 from tau_core.errors import UsageError
 
 ID_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
@@ -90,8 +91,7 @@ def validate_id(kind: str, value: str | None) -> str:
     return value
 
 
-def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+canonical_json = hashing.canonical_json
 
 
 def sha256_text(text: str) -> str:

@@ -24,8 +24,8 @@ HELPER_MOUNT = "/tau-pvc"
 GET_NOT_FOUND = "TAU_PVC_GET_NOT_FOUND"
 GET_REFUSED = "TAU_PVC_GET_REFUSED"
 LIST_COMPLETE = "TAU_PVC_LIST_COMPLETE"
-PUBLISH_DIR = ".tau-artifacts"
-PUBLISH_MARKER = ".tau-artifacts-complete"
+PUBLISH_DIR = keys.ARTIFACTS_DIR
+PUBLISH_MARKER = keys.ARTIFACTS_COMPLETE_MARKER
 
 
 def safe_relative(path: str) -> str:

@@ -11,28 +11,22 @@ the cluster), as do destination files whose content differs.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import stat
 from pathlib import Path
 
-GENERATIONS_DIR = ".tau-artifacts"
-COMPLETION_MARKER = ".tau-artifacts-complete"
+from tau_core import keys
+from tau_core.hashing import file_sha256
+
+GENERATIONS_DIR = keys.ARTIFACTS_DIR
+COMPLETION_MARKER = keys.ARTIFACTS_COMPLETE_MARKER
 RESERVED = frozenset({GENERATIONS_DIR, COMPLETION_MARKER})
 PUBLISH_FAILURE_EXIT = 126
 
 
 class PublishError(Exception):
     """The staged set could not be published; the message names the file."""
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def generation_dir(output: Path, publication_id: str) -> Path:
@@ -58,26 +52,26 @@ def publish(staging: Path, output: Path, publication_id: str) -> list[str]:
                 f"staged entry {entry.name!r} is a {kind}; only regular files directly in TAU_OUTPUT_STAGING_DIR "
                 "are published (publish directories with an application-owned durable protocol)")
         source = Path(entry.path)
-        digest = sha256_file(source)
+        digest = file_sha256(source)
         target = dest / entry.name
         if target.exists():
-            if sha256_file(target) != digest:
+            if file_sha256(target) != digest:
                 raise PublishError(f"refusing to overwrite non-matching durable artifact {target}")
             published.append(entry.name)
             continue
         tmp = dest / f".tau-publish-{entry.name}.{os.getpid()}"
         shutil.copy2(source, tmp)
         try:
-            if sha256_file(tmp) != digest:
+            if file_sha256(tmp) != digest:
                 raise PublishError(f"copy of {entry.name!r} does not match its staged digest")
             os.link(tmp, target)  # no-clobber: fails when a concurrent writer got there first
         except FileExistsError:
-            if sha256_file(target) != digest:
+            if file_sha256(target) != digest:
                 raise PublishError(f"refusing to overwrite non-matching durable artifact {target}") from None
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-        if sha256_file(target) != digest:
+        if file_sha256(target) != digest:
             raise PublishError(f"published {target} changed while it was verified")
         published.append(entry.name)
     marker_tmp = dest / f".{COMPLETION_MARKER}.{os.getpid()}.tmp"

@@ -35,7 +35,7 @@ from tau_core import keys
 from tau_core.config.profiles import profile_set_hash
 from tau_testing.paths import repo_root
 
-SYSTEM_NAMESPACE = "tau-system"
+SYSTEM_NAMESPACE = keys.SYSTEM_NAMESPACE_DEFAULT
 WORKSPACE = "aurora"
 NAMESPACE = "aurora"
 QUEUE = "jobqueue"
