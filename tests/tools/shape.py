@@ -4,6 +4,9 @@
     python tests/tools/shape.py --strict    # the same, exit 1 when any is not in ALLOWLIST
     python tests/tools/shape.py --top 20    # also print the 20 longest functions, whatever their length
 
+`nox -s shape` runs it with --strict (CI's gate, also tests/test_shape_tool.py); `nox -s shape -- --report`
+only prints.
+
 Scans every distribution's ``src``, ``tests`` and ``benchmarks`` (tau-core, tau-plugins/*, tau-portal,
 tau-controller), the root ``tests`` (tools included), ``examples``, ``deploy`` and ``noxfile.py``;
 never a virtualenv or tool cache (.venv, .nox, .tools, node_modules, ...).
