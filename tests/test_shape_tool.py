@@ -42,3 +42,23 @@ def test_strict_fails_on_long_code_and_default_only_reports(tmp_path):
                             text=True)
     assert relaxed.returncode == 0 and "too_long" in relaxed.stdout
     assert strict.returncode == 1 and "1 over the limits" in strict.stderr
+
+
+def test_the_repository_is_within_the_limits():
+    """The gate itself: every function of the code we write fits in 80 lines and every module in 600."""
+    result = subprocess.run([sys.executable, str(TOOL), "--strict"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_tests_examples_deploy_and_noxfile_are_scanned_but_never_environments(tmp_path):
+    for rel in ("tau-plugins/tau-x/tests/test_a.py", "tau-core/benchmarks/bench_a.py", "tests/tools/t.py",
+                "examples/demo/run.py", "deploy/tools/d.py", "noxfile.py",
+                "tau-core/tests/.venv/lib/site.py", "examples/web/node_modules/x/y.py", ".nox/s/lib/z.py",
+                "deploy/.tools/helm.py"):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_fn("f", 1))
+    _funcs, modules = shape.scan(tmp_path)
+    assert sorted(m.key for m in modules) == sorted([
+        "tau-plugins/tau-x/tests/test_a.py", "tau-core/benchmarks/bench_a.py", "tests/tools/t.py",
+        "examples/demo/run.py", "deploy/tools/d.py", "noxfile.py"])

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tau_core.backends.local.backend import LocalBackend
+
 
 def make_dist(root: Path, dist: str, modules: dict[str, str], entry_points: dict[str, str], version: str = "1.0") -> None:
     """Write an importable module set plus a ``*.dist-info`` declaring ``tau`` entry points."""
@@ -47,3 +49,17 @@ class FakeSite:
 @pytest.fixture
 def fake_site(tmp_path: Path) -> FakeSite:
     return FakeSite(tmp_path / "site")
+
+
+# The local backend on a private data directory (test_local_backend*.py).
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "tau-home"
+    monkeypatch.setenv("TAU_DATA_DIR", str(root))
+    monkeypatch.setenv("TAU_EXP_STORE", str(root / "expstore"))
+    return root
+
+
+@pytest.fixture
+def backend(home: Path) -> LocalBackend:
+    return LocalBackend()

@@ -58,23 +58,14 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
-def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page, make_job) -> None:
-    from taugrid_portal.portal.config import OperatorScope
-
-    cluster = populated.cluster
-    cluster.scripts.add("^late-", PodScript(run_seconds=30))
-    cluster.store.create(make_job("late-1"))
-    cluster.settle()
-    portal = portal_factory(cluster, store=store, jobs_scope_mode="operator",
-                            operator_scopes=(OperatorScope("aurora", "aurora", "jobqueue"),))
-    api = portal.wait("/api/portal/runs", lambda r: r.status_code == 200 and r.json()["total"] >= 7).json()
-    base = portal.url
-
+def _overview_page(page, base: str) -> None:
     page.goto(base + "/portal")
     page.wait_for_selector("body[data-ready=true]")
     assert page.locator("#card-nodes").inner_text() == "3/3"
     shot(page, "overview")
 
+
+def _runs_page_refreshes_filters_and_opens_a_run(page, base: str, cluster, api: dict) -> None:
     page.goto(base + "/portal/runs?refresh=0.5")
     page.wait_for_selector("body[data-ready=true]")
     names = page.locator("#runs-table tbody td[data-key=name] a").all_inner_texts()
@@ -102,6 +93,8 @@ def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page,
     assert "<img src=x onerror=alert(1)>" in page.locator("#logs").inner_text()  # shown as text, never run
     shot(page, "run-detail")
 
+
+def _table_pages_match_the_api(page, base: str, portal) -> None:
     for name, path, selector in (("jobs", "/portal/jobs", "#jobs-table tbody tr"),
                                  ("nodes", "/portal/nodes", "#nodes-table tbody tr"),
                                  ("ray", "/portal/ray", "#ray-table tbody tr"),
@@ -128,9 +121,10 @@ def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page,
     page.wait_for_load_state()
     assert "/stellar?target=exp" in page.url
     shot(page, "stellar")
-    assert page.errors == [], page.errors
 
-    # the API server goes away: the open Runs page says so and shows no rows as current; then it recovers
+
+def _runs_page_survives_the_api_server_going_away(page, base: str, cluster) -> None:
+    """The API server goes away: the open Runs page says so and shows no rows as current; then it recovers."""
     from tau_testing.sim.server import ServerThread
 
     page.goto(base + "/portal/runs?refresh=0.5")
@@ -146,3 +140,22 @@ def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page,
     cluster._server.start()
     page.wait_for_selector("#runs-table tbody tr >> text=fails-1", timeout=30000)
     assert page.locator("#banner").is_hidden()
+
+
+def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page, make_job) -> None:
+    from taugrid_portal.portal.config import OperatorScope
+
+    cluster = populated.cluster
+    cluster.scripts.add("^late-", PodScript(run_seconds=30))
+    cluster.store.create(make_job("late-1"))
+    cluster.settle()
+    portal = portal_factory(cluster, store=store, jobs_scope_mode="operator",
+                            operator_scopes=(OperatorScope("aurora", "aurora", "jobqueue"),))
+    api = portal.wait("/api/portal/runs", lambda r: r.status_code == 200 and r.json()["total"] >= 7).json()
+    base = portal.url
+
+    _overview_page(page, base)
+    _runs_page_refreshes_filters_and_opens_a_run(page, base, cluster, api)
+    _table_pages_match_the_api(page, base, portal)
+    assert page.errors == [], page.errors
+    _runs_page_survives_the_api_server_going_away(page, base, cluster)
