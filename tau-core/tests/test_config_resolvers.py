@@ -70,8 +70,8 @@ def test_connected_resolvers_supply_values_with_sources(repo: Path) -> None:
     assert req.context["service_account"] == "vision-runner"
     assert req.context["output_root"] == "/data/projects/vision/runs"
     assert req.context["tau_cluster_generation"] == 12
-    assert req.config["compute"]["gpus"] == 1 and req.sources["compute.gpus"] == "workload profile"
-    assert req.config["policy"]["topology"] == "single-node-nvlink"
+    assert req.config.compute.gpus == 1 and req.sources["compute.gpus"] == "workload profile"
+    assert req.config.policy.topology == "single-node-nvlink"
     assert len(req.submission_id) == 24
 
 

@@ -175,7 +175,7 @@ def test_snapshot_selects_and_stamps(tmp_path: Path) -> None:
     assert ctx["workload_profile"]["name"] == "research.training.1x"
     assert ctx["workload_profile"]["stamps"]["tau.azure.com/workload-profile-set-hash"] == profile_set_hash(PROFILES)
     assert ctx["tau_cluster_generation"] == 7 and ctx["queue"] == "jobqueue"
-    assert res.request.config["compute"]["gpus"] == 1
+    assert res.request.config.compute.gpus == 1
     assert res.request.sources["compute.gpus"] == "workload profile"
     assert res.request.sources["context.queue"] == "workload profile"
 

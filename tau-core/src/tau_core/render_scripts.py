@@ -20,7 +20,6 @@ from tau_core.rendering import (
     canonical_json,
     derived_id,
     experiment_identity,
-    get,
     hardened_container_security,
     require_pinned,
     resolved_output,
@@ -178,7 +177,7 @@ def _index_lines(w: Wrappers) -> list[str]:
 
 def staged_publication(request: RenderRequest, output: str | None) -> tuple[str, str] | None:
     """(staging dir, publication id) when ``storage.publish: staged``; validates the paths."""
-    if get(request.config, "storage.publish") != "staged":
+    if request.config.storage.publish != "staged":
         return None
     if not output or not (output == "/data" or output.startswith("/data/")):
         raise ConfigError(
@@ -192,7 +191,7 @@ def staged_publication(request: RenderRequest, output: str | None) -> tuple[str,
 
 
 def checkpoint_artifact(request: RenderRequest, output: str | None) -> str | None:
-    ckpt = get(request.config, "storage.checkpoint")
+    ckpt = request.config.storage.checkpoint
     if not ckpt:
         return None
     text = str(ckpt)
@@ -222,7 +221,7 @@ class MetricsOffload:
 
 def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffload | None:
     """The ``metrics-offload`` sidecar when ``metrics.offload.enabled`` (decision 7: image from env)."""
-    if not get(request.config, "metrics.offload.enabled"):
+    if not request.config.metrics.offload.enabled:
         return None
     output, image = _offload_preconditions(request, pvc_mounted)
     session = str(request.context.metrics_session_id or derived_id("metrics", request.name, request.submission_id))
@@ -249,7 +248,7 @@ def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffl
 def _offload_preconditions(request: RenderRequest, pvc_mounted: bool) -> tuple[str, str]:
     """(output, pinned image): history paths, experiment identity, durable output and the image are required."""
     cfg = request.config
-    if not get(cfg, "metrics.history", []):
+    if not cfg.metrics.history:
         raise ConfigError(
             "metrics.offload.enabled requires at least one metrics.history path",
             hint="list the JSONL history globs your trainer writes, relative to storage.output",
@@ -293,9 +292,9 @@ def _offload_args(request: RenderRequest, output: str, session: str) -> list[str
         "--ready-file", METRICS_READY_FILE,
         "--done-file", METRICS_DONE_FILE,
     ]
-    for h in (str(h) for h in get(cfg, "metrics.history", []) or []):
+    for h in (str(h) for h in cfg.metrics.history or []):
         args += ["--history", h if h.startswith("/") else str(PurePosixPath(output) / h)]
-    workspace = request.context.workspace or get(cfg, "policy.workspace")
+    workspace = request.context.workspace or cfg.policy.workspace
     if workspace:
         args += ["--tag", f"workspace={workspace}"]
     endpoint = env.get("TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT")
@@ -335,7 +334,7 @@ def profiler_setup(
 ) -> tuple[list[dict[str, str]], list[str], dict[str, str]]:
     """(env, command prefix, annotations) for ``profiler.mode`` nsys/ncu."""
     cfg = request.config
-    mode = get(cfg, "profiler.mode")
+    mode = cfg.profiler.mode
     if not mode:
         return [], [], {}
     if mode not in ("nsys", "ncu"):
@@ -346,7 +345,7 @@ def profiler_setup(
             "or profile spec.resources.persistence",
             hint="set storage.data_pvc",
         )
-    rank = str(get(cfg, "profiler.rank", "0") or "0")
+    rank = str(cfg.profiler.rank or "0")
     ext = "nsys-rep" if mode == "nsys" else "ncu-rep"
     out_dir = f"{output}/profile"
     env = [
@@ -356,14 +355,14 @@ def profiler_setup(
         {"name": "TAU_PROFILE_OUT_DIR", "value": out_dir},
         {"name": "TAU_PROFILE_RUN_ID", "value": request.name},
         {"name": "TAU_PROFILE_NAMESPACE",
-         "value": str(request.context.namespace or get(cfg, "policy.namespace") or "")},
+         "value": str(request.context.namespace or cfg.policy.namespace or "")},
         {"name": "TAU_PROFILE_EXT", "value": ext},
     ]
     annotations = {keys.PROFILE_MODE: mode, keys.PROFILE_PATH: out_dir, keys.PROFILE_RANK: rank}
     prefix: list[str]
     if mode == "nsys":
-        warmup = parse_duration_seconds(str(get(cfg, "profiler.warmup", "0s") or "0s"), "profiler.warmup")
-        duration = parse_duration_seconds(str(get(cfg, "profiler.duration", "2m") or "2m"), "profiler.duration")
+        warmup = parse_duration_seconds(str(cfg.profiler.warmup or "0s"), "profiler.warmup")
+        duration = parse_duration_seconds(str(cfg.profiler.duration or "2m"), "profiler.duration")
         env += [
             {"name": "TAU_PROFILE_WARMUP_SEC", "value": str(warmup)},
             {"name": "TAU_PROFILE_ACTIVE_SEC", "value": str(duration)},
@@ -381,7 +380,7 @@ def profiler_setup(
         ]
     else:
         for fld in ("warmup", "duration"):
-            if get(cfg, f"profiler.{fld}"):
+            if getattr(cfg.profiler, fld):
                 raise ConfigError(
                     f"profiler.{fld} currently applies only to profiler.mode=nsys",
                     hint=f"remove profiler.{fld} or use profiler.mode: nsys",
@@ -392,7 +391,7 @@ def profiler_setup(
         env.append({"name": "TAU_PROFILE_OUT_PATTERN", "value": f"{out_dir}/rank-{{rank}}.{ext}"})
     else:
         env.append({"name": "TAU_PROFILE_OUT", "value": f"{out_dir}/rank-{rank}.{ext}"})
-    pvc = get(cfg, "storage.data_pvc") or get(cfg, "storage.result_pvc")
+    pvc = cfg.storage.data_pvc or cfg.storage.result_pvc
     if pvc:
         annotations[keys.PROFILE_PVC] = str(pvc)
     return env, prefix, annotations

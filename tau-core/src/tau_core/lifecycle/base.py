@@ -6,9 +6,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tau_core.errors import TauError
+
+if TYPE_CHECKING:
+    from tau_core.rendering.context import RenderContext
 
 #: Phase states, with the marker the phase tree prints for each.
 PHASE_STATES: dict[str, str] = {"pending": "[ ]", "active": "[>]", "done": "[x]", "warning": "[!]", "skipped": "[-]"}
@@ -85,16 +88,24 @@ class SubmitRequest:
 
     ``objects`` are the rendered Kubernetes objects (the workload first); the local backend
     reads what it needs from ``config`` (the normalized run config) and ``context``.
+
+    ``context`` is the typed :class:`~tau_core.rendering.context.RenderContext` the objects were
+    rendered with; a plain mapping given at construction is converted once, here, at the edge.
     """
 
     name: str
     config: Mapping[str, Any]
     objects: list[dict[str, Any]]
-    context: Mapping[str, Any]
+    context: RenderContext
     config_path: Path | None = None
     config_hash: str = ""
     submission_id: str = ""
     extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from tau_core.rendering.context import RenderContext
+
+        self.context = RenderContext.from_mapping(self.context)
 
 
 @dataclass
@@ -135,7 +146,7 @@ class ExecutionBackend(Protocol):
     last_get: dict[str, Any]
 
     def submit(self, request: SubmitRequest) -> SubmitResult:
-        """Start the run (``tau run``); with ``context["dry_run"] == "server"`` only validate it."""
+        """Start the run (``tau run``); with ``context.dry_run == "server"`` only validate it."""
         ...
 
     def status(self, ref: RunRef, *, run_profile: bool = False) -> RunStatus:

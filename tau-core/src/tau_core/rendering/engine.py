@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from tau_core.config.run_model import RunConfig, normalized, run_config
 from tau_core.errors import ConfigError, PluginError
 from tau_core.rendering.constants import ENGINE_KINDS
 from tau_core.rendering.context import RenderContext
@@ -21,14 +22,20 @@ def _to_context(value: Mapping[str, Any] | RenderContext | None) -> RenderContex
     return RenderContext.from_mapping(value)
 
 
+def _to_config(value: Mapping[str, Any] | RunConfig) -> RunConfig:
+    return value if isinstance(value, RunConfig) else run_config(value)
+
+
 @attrs.define(kw_only=True)
 class RenderRequest:
     """Everything a renderer needs; renderers read nothing else (no cluster, no clock)."""
 
     name: str
     """Run name (DNS-1123); becomes ``metadata.name``."""
-    config: Mapping[str, Any]
-    """Normalized ``tau.yaml``: every field present, defaults applied, aliases resolved, engine set."""
+    config: RunConfig = attrs.field(converter=_to_config)
+    """Normalized ``tau.yaml`` as the typed :class:`~tau_core.config.run_model.RunConfig` (a normalized
+    mapping, e.g. ``ValidatedConfig.normalized``, is converted at construction; a key the field catalog
+    does not describe is a :class:`~tau_core.errors.ConfigError`)."""
     context: RenderContext = attrs.field(factory=RenderContext, converter=_to_context)
     """Resolved platform values (a plain mapping is converted at construction)."""
     sources: Mapping[str, str] = attrs.field(factory=dict)
@@ -42,7 +49,13 @@ class RenderRequest:
 
     @property
     def kind(self) -> str:
-        return kind_for_engine(str(self.config.get("engine") or "job"))
+        return kind_for_engine(str(self.config.engine or "job"))
+
+    @property
+    def normalized(self) -> dict[str, Any]:
+        """The config as the normalized mapping (every catalog path present, ``None`` when unset): for
+        path-driven consumers (hashing, a submit request, dotted-path lookups of free-form values)."""
+        return normalized(self.config)
 
     def ctx(self, key: str, default: Any = None) -> Any:
         """A context field by name; ``default`` when unset or empty."""

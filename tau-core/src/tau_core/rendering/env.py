@@ -12,7 +12,6 @@ from tau_core.rendering.constants import (
     REDACTED,
     SETTABLE_TAU_ENV,
 )
-from tau_core.rendering.values import get
 
 if TYPE_CHECKING:
     from tau_core.rendering.engine import RenderRequest
@@ -75,9 +74,9 @@ def redact_secrets(request: RenderRequest) -> bool:
 
 def user_env(request: RenderRequest) -> list[dict[str, Any]]:
     """``runtime.env`` (literal, sorted) and ``runtime.env_secret`` as ``secretKeyRef`` (never values)."""
-    cfg = request.config
-    literal = {str(k): "" if v is None else str(v) for k, v in (get(cfg, "runtime.env", {}) or {}).items()}
-    secrets = {str(k): str(v) for k, v in (get(cfg, "runtime.env_secret", {}) or {}).items()}
+    runtime = request.config.runtime
+    literal = {str(k): "" if v is None else str(v) for k, v in (runtime.env or {}).items()}
+    secrets = {str(k): str(v) for k, v in (runtime.env_secret or {}).items()}
     clash = sorted(set(literal) & set(secrets))
     if clash:
         name = clash[0]
@@ -106,7 +105,7 @@ def retry_env(request: RenderRequest) -> list[dict[str, str]]:
     resume = request.context.resume_from
     if retry is not None:
         checkpoint = (
-            resume or get(request.config, "resilience.checkpoint_path") or f"/data/checkpoints/finetunes/{request.name}"
+            resume or request.config.resilience.checkpoint_path or f"/data/checkpoints/finetunes/{request.name}"
         )
         env += [
             {"name": "TAU_RESUME_FROM", "value": str(checkpoint)},

@@ -21,7 +21,6 @@ from tau_core.rendering.values import (
     canonical_json,
     config_hash,
     experiment_identity,
-    get,
     image_digest,
     is_placeholder,
     label_value,
@@ -35,17 +34,17 @@ if TYPE_CHECKING:
 
 
 def result_pvc(request: RenderRequest) -> str | None:
-    cfg = request.config
-    pvc = request.context.result_pvc or get(cfg, "storage.result_pvc") or get(cfg, "storage.data_pvc")
+    storage = request.config.storage
+    pvc = request.context.result_pvc or storage.result_pvc or storage.data_pvc
     if pvc:
         return str(pvc)
-    for spec in get(cfg, "storage.volumes", []) or []:
+    for spec in storage.volumes or []:
         name, _, rest = str(spec).partition("=")
         kind, _, src = rest.partition(":")
         if name == "data" and kind == "pvc" and src:
             return src
-    volumes = [str(v) for v in get(cfg, "storage.volumes", []) or []]
-    if len(volumes) == 1 and not get(cfg, "storage.mounts"):
+    volumes = [str(v) for v in storage.volumes or []]
+    if len(volumes) == 1 and not storage.mounts:
         _, _, rest = volumes[0].partition("=")
         kind, _, src = rest.partition(":")
         if kind == "pvc" and src:
@@ -55,7 +54,7 @@ def result_pvc(request: RenderRequest) -> str | None:
 
 def resolved_output(request: RenderRequest) -> str | None:
     """``storage.output`` after defaults: workspace outputRoot, then ``/data/checkpoints/workflows/<name>``."""
-    explicit = request.context.output or get(request.config, "storage.output")
+    explicit = request.context.output or request.config.storage.output
     if explicit:
         return str(explicit)
     if result_pvc(request) is None:
@@ -84,13 +83,13 @@ def profile_name(request: RenderRequest) -> str | None:
     profile = workload_profile(request)
     if profile and profile.get("name"):
         return str(profile["name"])
-    name = get(request.config, "policy.profile")
+    name = request.config.policy.profile
     return str(name) if name else None
 
 
 def queue_name(request: RenderRequest, default: str | None = None) -> str:
     """The Kueue LocalQueue: resolved context, ``policy.queue``, the profile's default, then ``default``."""
-    queue = request.context.queue or get(request.config, "policy.queue")
+    queue = request.context.queue or request.config.policy.queue
     if not queue:
         profile = workload_profile(request)
         queue = profile.get("defaultLocalQueue") if profile else None
@@ -104,7 +103,7 @@ def queue_name(request: RenderRequest, default: str | None = None) -> str:
 
 
 def namespace(request: RenderRequest) -> str:
-    ns = request.context.namespace or get(request.config, "policy.namespace")
+    ns = request.context.namespace or request.config.policy.namespace
     if not ns:
         raise ConfigError(
             "no namespace resolved for this workload: connect a workspace (see `tau workspace list`) or pass --namespace",  # noqa: E501
@@ -115,23 +114,23 @@ def namespace(request: RenderRequest) -> str:
 
 def priority_classes(request: RenderRequest) -> tuple[str | None, str | None]:
     """(Kueue WorkloadPriorityClass, pod PriorityClass) after context, config, profile and defaults."""
-    cfg = request.config
+    policy = request.config.policy
     profile = workload_profile(request) or {}
     prio = profile.get("priorities") or {}
     workload = (
         request.context.workload_priority_class
-        or get(cfg, "policy.workload_priority_class")
+        or policy.workload_priority_class
         or prio.get("workloadPriorityClassName")
     )
-    pod = (request.context.pod_priority_class or get(cfg, "policy.pod_priority_class")
+    pod = (request.context.pod_priority_class or policy.pod_priority_class
            or prio.get("podPriorityClassName"))
-    disabled = request.context.disable_default_priorities
+    disabled: Any = request.context.disable_default_priorities
     if disabled is None:
-        disabled = get(cfg, "policy.disable_default_priorities")
+        disabled = policy.disable_default_priorities
     if disabled is None:
         disabled = prio.get("disableDefaultPriorities")
     if not disabled:
-        tier = get(cfg, "policy.priority_tier") or get(cfg, "policy.priority") or "default"
+        tier = policy.priority_tier or "default"
         default = PRIORITY_TIER_CLASS if tier == "priority" else DEFAULT_PRIORITY_CLASS
         workload = workload or default
         pod = pod or default
@@ -154,14 +153,14 @@ def workload_labels(request: RenderRequest, *, workload_kind: str, default_queue
         labels[keys.STELLAR_EXPERIMENT] = label_value(experiment)
     if group:
         labels[keys.STELLAR_GROUP] = label_value(group)
-    workspace = request.context.workspace or get(cfg, "policy.workspace")
+    workspace = request.context.workspace or cfg.policy.workspace
     if workspace:
         # a client dry-run placeholder stays visible as such instead of being sanitized away
         labels[keys.WORKSPACE] = str(workspace) if is_placeholder(workspace) else label_value(str(workspace))
     profile = profile_name(request)
     if profile:
         labels[keys.PROFILE] = label_value(profile)
-    gpu_class = normalized_gpu_class(get(cfg, "policy.gpu_class"))
+    gpu_class = normalized_gpu_class(cfg.policy.gpu_class)
     if gpu_class:
         labels[keys.GPU_CLASS] = gpu_class
     workload_prio, _ = priority_classes(request)
@@ -190,7 +189,7 @@ def workload_annotations(
         keys.IMAGE: image,
         keys.IMAGE_DIGEST: image_digest(image) if image else None,
         keys.CODE_SHA: _str(request.context.code_sha),
-        keys.CONFIG_HASH: request.config_hash or config_hash(cfg),
+        keys.CONFIG_HASH: request.config_hash or config_hash(request.normalized),
         keys.GPU_COUNT: str(gpu_count) if gpu_count > 0 else None,
         keys.SUBMISSION_ID: request.submission_id or None,
     }
@@ -207,7 +206,7 @@ def workload_annotations(
         ann[keys.STELLAR_EXPERIMENT_ID] = experiment
     if group:
         ann[keys.STELLAR_GROUP_VALUE] = group
-    workspace = request.context.workspace or get(cfg, "policy.workspace")
+    workspace = request.context.workspace or cfg.policy.workspace
     tags: dict[str, str] = {}
     if workspace:
         tags["workspace"] = str(workspace)

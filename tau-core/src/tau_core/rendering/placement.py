@@ -17,9 +17,9 @@ from tau_core.rendering.constants import (
     PLACEMENTS,
     RAYJOB_TTL_SECONDS,
 )
-from tau_core.rendering.values import get
 
 if TYPE_CHECKING:
+    from tau_core.config.run_model import RunConfig
     from tau_core.rendering.engine import RenderRequest
 
 # -- GPU class and topology ---------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def topology_annotations(placement: Any) -> dict[str, str]:
 
 
 def resolved_topology(request: RenderRequest) -> str | None:
-    value = request.context.topology or get(request.config, "policy.topology")
+    value = request.context.topology or request.config.policy.topology
     if not value:
         profile = request.context.workload_profile
         value = profile.get("placement") if profile else None
@@ -85,8 +85,9 @@ def resolved_topology(request: RenderRequest) -> str | None:
 
 def node_selector(request: RenderRequest, gpus: int) -> tuple[dict[str, str], list[dict[str, str]]]:
     """Pod node selector and tolerations: GPU class, then ``policy.node_selector`` merged last."""
-    user = selector_map(get(request.config, "policy.node_selector"))
-    return gpu_placement(get(request.config, "policy.gpu_class"), user, gpus)
+    policy = request.config.policy
+    user = selector_map(policy.node_selector)
+    return gpu_placement(policy.gpu_class, user, gpus)
 
 
 def selector_map(value: Any) -> dict[str, str]:
@@ -106,11 +107,11 @@ def selector_map(value: Any) -> dict[str, str]:
 # -- TTL ------------------------------------------------------------------------------------------------
 
 
-def ttl_seconds(config: Mapping[str, Any], kind: str) -> int:
+def ttl_seconds(config: RunConfig, kind: str) -> int:
     """``ttlSecondsAfterFinished``: 28800 for a Job unless configured; fixed 15 for a RayJob."""
     if kind == "RayJob":
         return RAYJOB_TTL_SECONDS
-    value = get(config, "run.ttl_seconds_after_finished")
+    value = config.run.ttl_seconds_after_finished
     if value is None:
         return DEFAULT_JOB_TTL_SECONDS
     ttl = int(value)

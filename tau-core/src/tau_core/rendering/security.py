@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core import keys
 from tau_core.errors import ConfigError
 from tau_core.rendering.constants import RESTRICTED_UID
-from tau_core.rendering.values import get, sha256_hex
+from tau_core.rendering.values import sha256_hex
+
+if TYPE_CHECKING:
+    from tau_core.config.run_model import RunConfig
 
 # -- security -------------------------------------------------------------------------------------------
 
 
-def restricted_mode(config: Mapping[str, Any]) -> bool:
-    return bool(get(config, "runtime.security.mode") == "restricted")
+def restricted_mode(config: RunConfig) -> bool:
+    return config.runtime.security.mode == "restricted"
 
 
 def hardened_container_security() -> dict[str, Any]:

@@ -7,13 +7,16 @@ import base64
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core.errors import ConfigError
 from tau_core.hashing import canonical_json as canonical_json
 from tau_core.hashing import config_hash as config_hash
 from tau_core.hashing import derived_id as derived_id
 from tau_core.hashing import sha256_hex as sha256_hex
+
+if TYPE_CHECKING:
+    from tau_core.config.run_model import RunConfig
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -97,13 +100,14 @@ def config_flags(configs: Mapping[str, Any] | None) -> list[str]:
 # -- experiment identity -------------------------------------------------------------------------
 
 
-def experiment_identity(config: Mapping[str, Any]) -> tuple[str, str, str]:
+def experiment_identity(config: RunConfig) -> tuple[str, str, str]:
     """(project, experiment id, group); the id is ``name`` -> id from ``title`` -> ``group``."""
-    project = str(get(config, "experiment.project", "") or "")
-    group = str(get(config, "experiment.group", "") or "")
-    name = str(get(config, "experiment.name", "") or "")
+    experiment = config.experiment
+    project = str(experiment.project or "")
+    group = str(experiment.group or "")
+    name = str(experiment.name or "")
     if not name:
-        title = str(get(config, "experiment.title", "") or "")
+        title = str(experiment.title or "")
         if title:
             name = re.sub(r"[^a-z0-9._-]+", "-", title.strip().lower()).strip("-")
     return project, name or group, group

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tau_core.config.workspace import WorkspacePins
 from tau_core.errors import ClusterError, TauError
 from tau_core.fsutil import write_json_atomic
 from tau_core.workspace.descriptor import ConnectionDescriptor
@@ -85,6 +86,12 @@ class Connection:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def pins(self) -> WorkspacePins:
+        """The pinned values (workspace UID, namespace, queue, service account) as one typed value."""
+        return WorkspacePins.from_mapping({"workspace_uid": self.workspace_uid, "namespace": self.namespace,
+                                           "queue": self.queue, "service_account": self.service_account})
 
 
 class ConnectionStore:
@@ -206,7 +213,8 @@ def connect(
 
     write_private_kubeconfig(isolated, kubeconfig)
     verified = _verify(descriptor, kubeconfig)
-    _confirm_drift(descriptor, state if not changed else None, verified, confirm)
+    pinned = WorkspacePins.from_mapping(state) if state is not None and not changed else None
+    _confirm_drift(descriptor, pinned, WorkspacePins.from_mapping(verified), confirm)
     new_state = {
         "schema": STATE_SCHEMA,
         "workspace": descriptor.workspace,
@@ -231,15 +239,14 @@ def connect(
     return _connection_from_state(new_state, cached=False)
 
 
-def _confirm_drift(descriptor: ConnectionDescriptor, state: Mapping[str, Any] | None, verified: Mapping[str, Any],
+def _confirm_drift(descriptor: ConnectionDescriptor, pinned: WorkspacePins | None, verified: WorkspacePins,
                    confirm: Confirm) -> None:
-    if state is None:
+    if pinned is None:
         return
-    pins = ("workspace_uid", "namespace", "queue", "service_account")
-    drift = {k: (state.get(k), verified[k]) for k in pins if state.get(k) not in (None, verified[k])}
+    drift = pinned.drift(verified)
     if drift:
         details = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in drift.items())
-        question = (f"Pin the updated namespace {verified['namespace']} and LocalQueue {verified['queue']} "
+        question = (f"Pin the updated namespace {verified.namespace} and LocalQueue {verified.queue} "
                     f"for workspace {descriptor.workspace}?")
         if not confirm(f"The workspace changed since it was pinned: {details}", question):
             raise TauError("workspace connection change was not confirmed", hint="the previous pins were kept")

@@ -40,12 +40,12 @@ KEY_SOURCES: dict[str, str] = {
 
 def _source_for(key: str, value: Any, path: tuple[str, ...], resolution: Resolution) -> str | None:
     sources: Mapping[str, str] = resolution.request.sources
-    cfg: Mapping[str, Any] = resolution.request.config
+    cfg = resolution.request.config
     if key == "namespace" and path[-1:] == ("metadata",):
         return sources.get("context.namespace")
     if key == "name" and path == ("metadata",):
         return sources.get("name")
-    if key == "image" and isinstance(value, str) and value == (cfg.get("runtime") or {}).get("image"):
+    if key == "image" and isinstance(value, str) and value == cfg.runtime.image:
         return sources.get("runtime.image")
     if key == "nvidia.com/gpu":
         return sources.get("compute.gpus") or sources.get("compute.gpus_per_worker")
@@ -56,9 +56,9 @@ def _source_for(key: str, value: Any, path: tuple[str, ...], resolution: Resolut
     if key in ("cpu", "memory") and len(path) >= 2 and path[-2] == "resources" and path[-1] in ("requests", "limits"):
         kind = "request" if path[-1] == "requests" else "limit"
         group = "head_" if "headGroupSpec" in path else "worker_" if "workerGroupSpecs" in path else ""
-        compute = cfg.get("compute") or {}
         for field in ([f"{group}{key}_{kind}"] if group else []) + [f"{key}_{kind}"]:
-            if compute.get(field) is not None and str(compute[field]) == str(value):
+            given = getattr(cfg.compute, field, None)
+            if given is not None and str(given) == str(value):
                 return sources.get(f"compute.{field}", "config")
         return "default"
     entry = KEY_SOURCES.get(key)
@@ -74,8 +74,7 @@ def _source_for(key: str, value: Any, path: tuple[str, ...], resolution: Resolut
 
 
 def _env_source(name: str, resolution: Resolution) -> str:
-    runtime = resolution.request.config.get("runtime") or {}
-    if name in (runtime.get("env") or {}):
+    if name in (resolution.request.config.runtime.env or {}):
         return resolution.request.sources.get("runtime.env", "config")
     return "default (set by tau)"
 
@@ -113,7 +112,7 @@ def _header(resolution: Resolution) -> list[str]:
     for key in sorted(resolution.values):
         value = resolution.values[key]
         lines.append(f"#   {key} = {value.value}  (from: {value.source})")
-    cfg = req.config
+    cfg = req.normalized
     from tau_core.config.validate import get_path
 
     for path in sorted(req.sources):

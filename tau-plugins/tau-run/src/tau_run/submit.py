@@ -47,12 +47,11 @@ def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOp
         options_for_backend = {"context": kube_context.value if kube_context else None,
                                "kubeconfig": req.context.kubeconfig, "progress": info}
     backend = get_backend(backend_name, **options_for_backend)
-    context = req.context.to_dict()
     submit_request = SubmitRequest(
         name=req.name,
-        config=req.config,
+        config=req.normalized,
         objects=objects,
-        context=context,
+        context=req.context,
         config_path=resolution.target.config_path,
         config_hash=req.config_hash,
         submission_id=req.submission_id,

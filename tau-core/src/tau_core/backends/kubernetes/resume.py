@@ -37,9 +37,9 @@ class Resume(Submit, Status):
         _check_resumable(ref.name, reason, force)
         _check_same_place(ref.name, ns, workload, request)
         resume_from = from_dir or checkpoint_path(request.name, request.config)
-        context = {**request.context, "resume_from": resume_from,
-                   "metrics_session_id": _ann(workload).get(keys.METRICS_SESSION_ID) or
-                   request.context.get("metrics_session_id")}
+        context = request.context.evolve(resume_from=resume_from or None,
+                                         metrics_session_id=_ann(workload).get(keys.METRICS_SESSION_ID) or
+                                         request.context.metrics_session_id)
         replacement = self._rerender(request, context)  # validated by a client render before anything is deleted
         ann = _ann(workload)
         if ann.get(RETRY_ATTEMPT):

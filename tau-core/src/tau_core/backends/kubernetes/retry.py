@@ -24,8 +24,8 @@ from .watch import Watch
 class Retry(Submit, Watch):
     def submit(self, request: SubmitRequest) -> SubmitResult:
         """Create the run; with ``resilience.max_retries > 0`` (and no dry run) also wait and retry it."""
-        dry_run = str(request.context.get("dry_run") or "")
-        if dry_run or not request.context.get("auto_retry", True):
+        dry_run = request.context.dry_run or ""
+        if dry_run or request.context.auto_retry is False:
             result: SubmitResult = self._run(self.submit_async, request)
             return result
         from tau_core.backends import retry_owner
@@ -106,9 +106,11 @@ class Retry(Submit, Watch):
                             reason=reason, signature=failure_signature(snap), kind=snap.kind or "Job",
                             uid=_meta(workload).get("uid") if workload else None)
         await _create_event(session, event)
-        context = {**request.context, "retry": {"attempt": attempt, "max": policy.max_retries,
-                                                "reason": reason.value},
-                   "resume_from": policy.checkpoint_path}
+        from tau_core.rendering.context import RetryInfo
+
+        context = request.context.evolve(retry=RetryInfo(attempt=attempt, max=policy.max_retries,
+                                                         reason=reason.value),
+                                         resume_from=policy.checkpoint_path or None)
         replacement = self._rerender(request, context)
         _stamp_attempt(replacement[0], attempt, policy.max_retries, reason)
         if workload is not None:

@@ -7,7 +7,7 @@ import builtins
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -30,6 +30,9 @@ from .objects import (
 )
 from .targeting import Targeting
 
+if TYPE_CHECKING:
+    from tau_core.rendering.context import RenderContext
+
 
 class Submit(Targeting):
     async def submit_async(self, session: KubeSession, request: SubmitRequest) -> SubmitResult:
@@ -48,7 +51,7 @@ class Submit(Targeting):
         await self._preflight_secrets(session, ns, objects)
         await self._preflight_priorities(session, request, objects)
         ref = RunRef(request.name, "kubernetes", ns, session.context)
-        if str(request.context.get("dry_run") or "") == "server":
+        if request.context.dry_run == "server":
             return await self._server_dry_run(session, ref, objects)
         created_obj, created = await self._create_once(session, workload, submission_id)
         try:
@@ -123,7 +126,7 @@ class Submit(Targeting):
                                     objects: builtins.list[Obj]) -> None:
         policy = dict(request.config.get("policy") or {})
         explicit = {policy.get("workload_priority_class"), policy.get("pod_priority_class")}
-        profile = request.context.get("workload_profile") or {}
+        profile = request.context.workload_profile or {}
         if isinstance(profile, Mapping) and profile.get("priorities"):
             return  # classes chosen by the authoritative workload profile are never dropped
         workload = objects[0]
@@ -154,14 +157,14 @@ class Submit(Targeting):
 
     def server_dry_run(self, request: SubmitRequest) -> builtins.list[Obj]:
         """The objects as the API server would store them (``--dry-run=server``), without creating them."""
-        req = SubmitRequest(request.name, request.config, request.objects, {**request.context, "dry_run": "server"},
+        req = SubmitRequest(request.name, request.config, request.objects, request.context.evolve(dry_run="server"),
                             request.config_path, request.config_hash, request.submission_id, request.extra_env)
         self._dry_run_objects = []
         self._run(self.submit_async, req)
         return list(self._dry_run_objects)
 
     # -- replacing a workload (retry, resume) -----------------------------------------------
-    def _rerender(self, request: SubmitRequest, context: Mapping[str, Any]) -> builtins.list[Obj]:
+    def _rerender(self, request: SubmitRequest, context: RenderContext) -> builtins.list[Obj]:
         from tau_core.rendering import RenderRequest, render
 
         submission_id = new_submission_id()

@@ -70,7 +70,7 @@ def parse_duration(value: Any, field: str) -> float:
 
 
 def config_dir(request: SubmitRequest) -> Path:
-    explicit = request.context.get("config_dir")
+    explicit = request.context.config_dir
     if explicit:
         return Path(str(explicit)).resolve()
     if request.config_path is not None:

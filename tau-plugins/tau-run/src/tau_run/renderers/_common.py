@@ -7,25 +7,18 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tau_core import rendering as r
+from tau_core.config.run_model import RunConfig
 from tau_core.errors import ConfigError
 
 
-def image_of(config: Mapping[str, Any]) -> str | None:
-    """``runtime.image`` > ``run.image`` > ``image``."""
-    for path in ("runtime.image", "run.image", "image"):
-        value = r.get(config, path)
-        if value:
-            return str(value)
-    return None
+def image_of(config: RunConfig) -> str | None:
+    """``runtime.image`` (the loader folds the ``run.image`` and ``image`` aliases into it)."""
+    return str(config.runtime.image) if config.runtime.image else None
 
 
-def entrypoint_of(config: Mapping[str, Any]) -> str | None:
-    """``run.entrypoint`` > ``run.script`` > ``entrypoint`` > ``script``."""
-    for path in ("run.entrypoint", "run.script", "entrypoint", "script"):
-        value = r.get(config, path)
-        if value:
-            return str(value)
-    return None
+def entrypoint_of(config: RunConfig) -> str | None:
+    """``entrypoint`` (the loader folds ``run.entrypoint``, ``run.script`` and ``script`` into it)."""
+    return str(config.entrypoint) if config.entrypoint else None
 
 
 def repository_root(request: r.RenderRequest) -> Path:

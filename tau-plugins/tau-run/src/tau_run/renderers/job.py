@@ -94,7 +94,7 @@ class _JobRenderer:
 
     # -- cardinality ------------------------------------------------------------------------
     def _gpus(self) -> int:
-        gpus = r.get(self.cfg, "compute.gpus")
+        gpus: Any = self.cfg.compute.gpus
         if gpus is None:
             gpus = self.profile.get("gpusPerWorker")
         if gpus is None:
@@ -105,7 +105,7 @@ class _JobRenderer:
         return int(gpus)
 
     def _nodes(self) -> int:
-        nodes = r.get(self.cfg, "execution.nodes")
+        nodes: Any = self.cfg.execution.nodes
         if nodes is None:
             nodes = self.profile.get("workerCount", 1)
         return max(1, int(nodes))
@@ -140,7 +140,7 @@ class _JobRenderer:
                 hint="set runtime.image (pin it by digest for reproducible runs)",
             )
         gpus, nodes = self._gpus(), self._nodes()
-        launcher = str(r.get(cfg, "execution.launcher") or "python")
+        launcher = str(cfg.execution.launcher or "python")
         multi = nodes > 1
         if multi and launcher != "torchrun":
             raise ConfigError("execution.nodes > 1 requires execution.launcher: torchrun",
@@ -150,10 +150,10 @@ class _JobRenderer:
                 f'run name "{name}" is too long for a multi-node Job (name plus "-headless" must fit 63 characters)',
                 hint="choose a shorter run name",
             )
-        names = [*(r.get(cfg, "runtime.env", {}) or {}), *(r.get(cfg, "runtime.env_secret", {}) or {})]
-        r.check_reserved_env({k: "" for k in names}, allow_nccl=bool(r.get(cfg, "execution.allow_nccl_override")),
+        names = [*(cfg.runtime.env or {}), *(cfg.runtime.env_secret or {})]
+        r.check_reserved_env({k: "" for k in names}, allow_nccl=bool(cfg.execution.allow_nccl_override),
                              extra=("JOB_COMPLETION_INDEX",) if multi else ())
-        return _Shape(image, gpus, nodes, launcher, int(r.get(cfg, "execution.processes_per_node") or 1))
+        return _Shape(image, gpus, nodes, launcher, int(cfg.execution.processes_per_node or 1))
 
     def _volumes(self, shape: _Shape, pod: _Pod) -> None:
         if pod.durable:
@@ -180,11 +180,11 @@ class _JobRenderer:
         """The main container's command: a source image, a path inside the image, or an embedded script."""
         cfg, launcher, nproc, nodes = self.cfg, shape.launcher, shape.nproc, shape.nodes
         entry = entrypoint_of(cfg)
-        source = r.get(cfg, "run.source") or {}
+        source = cfg.run.source
         prelude: list[str] = []
         core: str | None = None
-        flags = r.config_flags(r.get(cfg, "execution.configs"))
-        from_image = bool(source and source.get("image"))
+        flags = r.config_flags(cfg.execution.configs)
+        from_image = bool(source and source.image)
         if from_image:
             core, source_payload = self._source(pod.init, pod.volumes, pod.mounts, entry, launcher, nproc, nodes,
                                                 flags)
@@ -247,7 +247,7 @@ class _JobRenderer:
             main["resources"] = res
         if pod.mounts:
             main["volumeMounts"] = pod.mounts
-        working_dir = r.get(cfg, "runtime.working_dir")
+        working_dir = cfg.runtime.working_dir
         if working_dir:
             main["workingDir"] = str(working_dir)
         elif command.from_image:
@@ -258,8 +258,8 @@ class _JobRenderer:
 
     def _resources(self, gpus: int) -> dict[str, Any]:
         cfg = self.cfg
-        res_req = {"cpu": r.get(cfg, "compute.cpu_request"), "memory": r.get(cfg, "compute.memory_request")}
-        res_lim = {"cpu": r.get(cfg, "compute.cpu_limit"), "memory": r.get(cfg, "compute.memory_limit")}
+        res_req = {"cpu": cfg.compute.cpu_request, "memory": cfg.compute.memory_request}
+        res_lim = {"cpu": cfg.compute.cpu_limit, "memory": cfg.compute.memory_limit}
         if gpus > 0:
             res_req[keys.NVIDIA_GPU] = str(gpus)
             res_lim[keys.NVIDIA_GPU] = str(gpus)
@@ -282,8 +282,8 @@ class _JobRenderer:
     def _pod_spec(self, shape: _Shape, pod: _Pod, containers: list[dict[str, Any]]) -> dict[str, Any]:
         cfg, req = self.cfg, self.req
         selector, tolerations = r.node_selector(req, shape.gpus)
-        if r.get(cfg, "policy.clear_node_selector"):
-            selector = r.selector_map(r.get(cfg, "policy.node_selector"))
+        if cfg.policy.clear_node_selector:
+            selector = r.selector_map(cfg.policy.node_selector)
         _, pod_priority = r.priority_classes(req)
         spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 600}
         sa = req.context.service_account
@@ -368,8 +368,8 @@ class _JobRenderer:
         nodes: int,
         flags: list[str],
     ) -> tuple[str, dict[str, str]]:
-        source = r.get(self.cfg, "run.source") or {}
-        image, path = str(source.get("image") or ""), str(source.get("path") or "")
+        source = self.cfg.run.source
+        image, path = (str(source.image or ""), str(source.path or "")) if source else ("", "")
         r.require_pinned(image, "run.source.image")
         if not entry:
             raise ConfigError("run.source requires entrypoint", hint="set entrypoint: relative to run.source.path")
@@ -418,15 +418,15 @@ class _JobRenderer:
     def _image_assets(
         self, init: list[dict[str, Any]], volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]
     ) -> None:
-        assets = r.get(self.cfg, "storage.image_assets", []) or []
+        assets = self.cfg.storage.image_assets or []
         if len(assets) > 8:
             raise ConfigError("storage.image_assets supports at most 8 entries", hint="merge assets into fewer images")
         seen_paths: list[str] = []
         for i, asset in enumerate(assets):
-            name = str(asset.get("name", ""))
-            image = str(asset.get("image", ""))
-            src = str(asset.get("source_path", ""))
-            dest = str(asset.get("mount_path", ""))
+            name = str(asset.name or "")
+            image = str(asset.image or "")
+            src = str(asset.source_path or "")
+            dest = str(asset.mount_path or "")
             r.require_pinned(image, f"storage.image_assets[{i}].image")
             for reserved in RESERVED_ASSET_PATHS:
                 if dest == reserved or dest.startswith(reserved + "/") or reserved.startswith(dest.rstrip("/") + "/"):
@@ -458,8 +458,8 @@ class _JobRenderer:
             mounts.append({"name": vol, "mountPath": dest, "readOnly": True})
 
     def _extra_volumes(self, volumes: list[dict[str, Any]], mounts: list[dict[str, Any]], data_pvc: str | None) -> None:
-        specs = [str(v) for v in r.get(self.cfg, "storage.volumes", []) or []]
-        mount_specs = [str(m) for m in r.get(self.cfg, "storage.mounts", []) or []]
+        specs = [str(v) for v in self.cfg.storage.volumes or []]
+        mount_specs = [str(m) for m in self.cfg.storage.mounts or []]
         if not specs:
             return
         claims: dict[str, str] = {}

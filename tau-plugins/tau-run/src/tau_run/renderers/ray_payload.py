@@ -226,7 +226,7 @@ def project_files(request: r.RenderRequest, files: dict[str, bytes], working_dir
             f'entrypoint "{entry}" must be a .py file with run.working_dir',
             hint="the project runs as python3 -m <module>",
         )
-    excludes = [str(e) for e in r.get(request.config, "run.working_dir_excludes", []) or []]
+    excludes = [str(e) for e in request.config.run.working_dir_excludes or []]
     archive, members = project_archive(base, excludes)
     if rel.as_posix() not in members:
         raise ConfigError(
@@ -257,7 +257,7 @@ def build_payload(request: r.RenderRequest, launcher: str) -> RayPayload:
     """Collect the driver's files (managed module, project archive or script) and encode them."""
     files: dict[str, bytes] = {}
     entry = entrypoint_of(request.config)
-    working_dir = r.get(request.config, "run.working_dir")
+    working_dir = request.config.run.working_dir
     module: str | None = None
     script_path: str | None = None
     managed = request.context.managed

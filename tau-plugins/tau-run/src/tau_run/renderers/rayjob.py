@@ -182,30 +182,30 @@ class _RayJobRenderer:
 
     def _shape(self) -> _Shape:
         cfg = self.cfg
-        workers = r.get(cfg, "compute.workers")
+        workers = cfg.compute.workers
         workers = max(1, int(self.profile.get("workerCount", 1) if workers is None else workers))
-        gpw = r.get(cfg, "compute.gpus_per_worker")
+        gpw = cfg.compute.gpus_per_worker
         gpw = int(self.profile.get("gpusPerWorker", 1) if gpw is None else gpw)
         if not 0 <= gpw <= 8:
             raise ConfigError(f"gpus per worker must be 0..8, got {gpw}",
                               hint="set compute.gpus_per_worker between 0 and 8")
         managed_gpus = getattr(self.req.context.managed, "gpus", 0)  # an eval's GPU actor group needs the GPU image
         image = image_of(cfg) or (DEFAULT_GPU_IMAGE if gpw > 0 or managed_gpus > 0 else DEFAULT_CPU_IMAGE)
-        mig = r.get(cfg, "compute.mig_profile")
-        mode = str(r.get(cfg, "compute.gpu_resource_mode") or ("mig" if mig else "device-plugin"))
+        mig = cfg.compute.mig_profile
+        mode = str(cfg.compute.gpu_resource_mode or ("mig" if mig else "device-plugin"))
         if mode not in ("device-plugin", "mig"):
             raise ConfigError(
                 f'gpu-resource-mode "{mode}" is not supported by the RayJob engine (supported: device-plugin, mig)',
                 hint="use compute.gpu_resource_mode: device-plugin or mig",
             )
         gpu_resource = f"nvidia.com/mig-{mig}" if mode == "mig" and mig else keys.NVIDIA_GPU
-        return _Shape(workers, gpw, image, str(r.get(cfg, "execution.launcher") or "ray-train"), gpu_resource,
+        return _Shape(workers, gpw, image, str(cfg.execution.launcher or "ray-train"), gpu_resource,
                       r.restricted_mode(cfg))
 
     def _check_user_env(self) -> None:
         cfg = self.cfg
-        names = [*(r.get(cfg, "runtime.env", {}) or {}), *(r.get(cfg, "runtime.env_secret", {}) or {})]
-        r.check_reserved_env({k: "" for k in names}, allow_nccl=bool(r.get(cfg, "execution.allow_nccl_override")))
+        names = [*(cfg.runtime.env or {}), *(cfg.runtime.env_secret or {})]
+        r.check_reserved_env({k: "" for k in names}, allow_nccl=bool(cfg.execution.allow_nccl_override))
 
     def _storage(self) -> _Storage:
         pvc = r.result_pvc(self.req)
@@ -225,7 +225,7 @@ class _RayJobRenderer:
             env.append({"name": "TAU_OUTPUT_DIR", "value": output})
         env += rs.env_list({"TAU_DIST_BACKEND": "nccl" if gpw > 0 else "gloo", "TAU_NUM_WORKERS": str(workers),
                             "TAU_WORLD_SIZE": str(workers * gpw if gpw > 0 else workers)})
-        configs = r.get(cfg, "execution.configs") or {}
+        configs = cfg.execution.configs or {}
         if shape.launcher == "ray-train" and configs:
             bad = sorted(set(configs) - set(RAY_TRAIN_SECTIONS))
             if bad:
@@ -244,10 +244,10 @@ class _RayJobRenderer:
         env = rs.env_list({
             "TAU_TUNE_TRAIN_PATH": payload.script_path or "",
             "TAU_TUNE_TRAIN_MODULE": payload.module or "",
-            "TAU_TUNE_METRIC": str(r.get(cfg, "execution.metric") or ""),
-            "TAU_TUNE_MODE": str(r.get(cfg, "execution.mode") or "min"),
-            "TAU_TUNE_NUM_SAMPLES": str(r.get(cfg, "execution.num_samples") or 1),
-            "TAU_TUNE_MAX_CONCURRENT_TRIALS": str(r.get(cfg, "execution.max_concurrent_trials") or 1),
+            "TAU_TUNE_METRIC": str(cfg.execution.metric or ""),
+            "TAU_TUNE_MODE": str(cfg.execution.mode or "min"),
+            "TAU_TUNE_NUM_SAMPLES": str(cfg.execution.num_samples or 1),
+            "TAU_TUNE_MAX_CONCURRENT_TRIALS": str(cfg.execution.max_concurrent_trials or 1),
             "TAU_TUNE_PARAM_SPACE": r.canonical_json(configs),
         })
         return [e for e in env if e["value"] != "" or not e["name"].startswith("TAU_TUNE_TRAIN_")]
@@ -257,7 +257,7 @@ class _RayJobRenderer:
         tau_env = self._tau_env(shape, payload, storage.output)
         common_env = r.merge_env(defaults, r.user_env(self.req), tau_env)
         prelude = list(_PIP_PRELUDE)
-        pip = [str(p) for p in r.get(self.cfg, "runtime.pip", []) or []]
+        pip = [str(p) for p in self.cfg.runtime.pip or []]
         if pip:
             pkgs = " ".join(rs.q(p) for p in pip)
             prelude.append(f"python3 -m pip install {pkgs} || python3 -m pip install --user {pkgs}")
@@ -415,8 +415,9 @@ class _RayJobRenderer:
         requests: dict[str, Any] = {}
         limits: dict[str, Any] = {}
         for res in ("cpu", "memory"):
-            req = r.get(cfg, f"compute.{role}_{res}_request") or r.get(cfg, f"compute.{res}_request")
-            lim = r.get(cfg, f"compute.{role}_{res}_limit") or r.get(cfg, f"compute.{res}_limit")
+            compute = cfg.compute
+            req = getattr(compute, f"{role}_{res}_request") or getattr(compute, f"{res}_request")
+            lim = getattr(compute, f"{role}_{res}_limit") or getattr(compute, f"{res}_limit")
             requests[res] = req or defaults[res][0]
             limits[res] = lim or (req if req else defaults[res][1])
             if lim and not req:
