@@ -194,11 +194,11 @@ def test_cancel_deletes_the_job_and_waits_for_teardown(grid) -> None:  # type: i
     scripts_of(scenario.cluster).add({"app": "long"}, PodScript(run_seconds=None))
     backend.submit(request(job("long")))
     scenario.cluster.advance(5)
-    message = backend.cancel_message(RunRef("long", namespace=NAMESPACE), wait=True, timeout=10)
+    message = backend.cancel(RunRef("long", namespace=NAMESPACE), wait=True, timeout=10)
     assert "cancelled aurora/long" in message
     assert scenario.cluster.store.get("batch/v1", "Job", NAMESPACE, "long") is None
     with pytest.raises(NotFoundError):
-        backend.cancel_message(RunRef("long", namespace=NAMESPACE))
+        backend.cancel(RunRef("long", namespace=NAMESPACE))
 
 
 def test_unknown_run_is_reported(grid) -> None:  # type: ignore[no-untyped-def]

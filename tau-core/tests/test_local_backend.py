@@ -458,18 +458,18 @@ def test_follow_prints_the_log_then_where_the_evidence_is(backend: LocalBackend,
 
 
 def test_cli_compatibility_surface(backend: LocalBackend, submit: Submit) -> None:
-    """What the lifecycle verbs call beyond the protocol: watch_status, cancel_message, get(path=, pvc=)."""
+    """What the lifecycle verbs call beyond the protocol: watch_status, cancel, get(path=, pvc=)."""
     ref = submit("import time\nprint('up', flush=True)\ntime.sleep(0.5)\nprint('down')\n")
     frames = list(backend.watch_status(ref, interval=0.1))
     assert frames[-1].terminal and frames[-1].succeeded and frames[-1].extra["exists"]
     assert len(frames) >= 2 and not frames[0].terminal
-    assert "already finished" in backend.cancel_message(ref)
+    assert "already finished" in backend.cancel(ref)
     with pytest.raises(UsageError, match="--path and --pvc"):
         backend.get(ref, path="/data/x", pvc="blob")
     assert backend.list(namespace="ignored", workspace="ignored")[0].ref == ref
     slow = submit("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
     assert _wait_for_line(backend, slow, "started")
-    assert backend.cancel_message(slow, timeout=30) == f"local run {slow.name} cancelled (SIGTERM)"
+    assert backend.cancel(slow, timeout=30) == f"local run {slow.name} cancelled (SIGTERM)"
 
 
 def test_retry_through_the_backend_starts_one_attempt_with_the_retry_environment(backend: LocalBackend,

@@ -70,8 +70,8 @@ def cleanup(name: str, namespace: str, opts: PollOptions) -> None:
     from tau_core.lifecycle.base import RunRef
 
     try:
-        message = _backend(opts).cancel_message(RunRef(name, "kubernetes", namespace, opts.context), wait=True,
-                                                timeout=opts.cleanup_timeout)
+        message = _backend(opts).cancel(RunRef(name, "kubernetes", namespace, opts.context), wait=True,
+                                        timeout=opts.cleanup_timeout)
         info(message.replace("cancelled", "cleaned up"))
     except NotFoundError:
         info(f"{namespace}/{name} is already gone")

@@ -68,8 +68,3 @@ class Cancel(Status):
         """Stop the run; returns the one-line account ``tau run cancel`` prints."""
         result: str = self._run(self.cancel_async, ref, wait, timeout, object_timeout)
         return result
-
-    def cancel_message(self, ref: RunRef, *, wait: bool = True, timeout: float = 720.0,
-                       object_timeout: float = 30.0) -> str:
-        """The former name of :meth:`cancel` (kept for callers outside the CLI)."""
-        return self.cancel(ref, wait=wait, timeout=timeout, object_timeout=object_timeout)

@@ -351,11 +351,6 @@ class LocalBackend:
         return target.read_bytes()
 
     # -- cancel ----------------------------------------------------------------------------
-    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0,
-               **_cluster_options: Any) -> str:
-        """Stop the run; returns the one-line account ``tau run cancel`` prints."""
-        return self.cancel_message(ref, wait=wait, timeout=timeout)
-
     def _cancel(self, ref: RunRef, *, wait: bool, timeout: float) -> None:
         run = self._run(ref)
         record = self._record(run)
@@ -387,9 +382,9 @@ class LocalBackend:
         raise TauError(f"local run '{run.run_id}' is still stopping after {timeout:g}s",
                        hint=f"stop it by hand: kill -KILL -{child.get('pgid', '<pgid>')}")
 
-    def cancel_message(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0,
-                       **_cluster_options: Any) -> str:
-        """:meth:`cancel`, then a one-line account of what happened (what ``tau run cancel`` prints)."""
+    def cancel(self, ref: RunRef, *, wait: bool = True, timeout: float = 600.0,
+               **_cluster_options: Any) -> str:
+        """Stop the run; returns the one-line account ``tau run cancel`` prints."""
         run = self._run(ref)
         before = self._record(run).get("state")
         self._cancel(ref, wait=wait, timeout=timeout)
