@@ -13,25 +13,35 @@ NS = ["-n", NAMESPACE]
 
 
 def pull_until_watched(cluster: Any, job_name: str, *, watches: int = 1) -> None:
-    """Script ``job_name``'s pod to pull its image until a client has opened ``watches`` pod watches, then run.
+    """Script ``job_name``'s pod to pull its image until a client has opened ``watches`` pod watches and the pod
+    has existed for a few seconds, then run.
 
     A condition instead of a race between scaled time and process start-up: on a loaded machine the
-    watching CLI may need seconds to start, and it must still see the pull before the pod is ready.
+    watching CLI may need seconds to start, and it must still see the pull before the pod is ready.  A watch
+    opened before the pod exists (the CLI can be faster than the Job controller) sees the pod only when it is
+    created, so the pull also lasts a few seconds past the pod's creation.
     """
     import threading
     import time
 
     opened = threading.Event()
+    created: list[float] = []
+
+    def pulling(pod: dict[str, Any]) -> bool:
+        if (pod["metadata"].get("labels") or {}).get("job-name") != job_name or opened.is_set():
+            return False
+        created.append(time.monotonic())
+        return True
 
     def watch_opened() -> None:
         deadline = time.monotonic() + 120  # generous: a stuck CLI fails its own assertions long before
-        while time.monotonic() < deadline and cluster.requests.count(verb="watch", resource="pods") < watches:
+        while time.monotonic() < deadline and (cluster.requests.count(verb="watch", resource="pods") < watches
+                                               or not created or time.monotonic() - created[0] < 3.0):
             time.sleep(0.05)
         opened.set()
 
     book = scripts_of(cluster)
-    book.add(lambda p: (p["metadata"].get("labels") or {}).get("job-name") == job_name and not opened.is_set(),
-             PodScript(pull_seconds=10**6, run_seconds=600))
+    book.add(pulling, PodScript(pull_seconds=10**6, run_seconds=600))
     book.add({"job-name": job_name}, PodScript(run_seconds=600))
     threading.Thread(target=watch_opened, daemon=True).start()
 
