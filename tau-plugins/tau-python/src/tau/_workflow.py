@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import copy
 import json
 import os
@@ -93,7 +94,7 @@ def repo_root(start: Path) -> Path:
     return git_root(start) or start
 
 
-class WorkloadHandle:
+class WorkloadHandle(abc.ABC):
     """Common behaviour of train and eval handles."""
 
     kind = "rayjob"
@@ -145,9 +146,9 @@ class WorkloadHandle:
         return f"<{type(self).__name__} {self.name!r} kind={self.kind}>"
 
     # -- the manifest -----------------------------------------------------------------------------
+    @abc.abstractmethod
     def base_manifest(self) -> dict[str, Any]:
-        """The kind-specific manifest body; TrainHandle and EvalHandle each define it (abstract here)."""
-        raise NotImplementedError
+        """The kind-specific manifest body; TrainHandle and EvalHandle each define it."""
 
     def _runtime(self) -> dict[str, Any]:
         runtime: dict[str, Any] = {"pip": list(self.runtime_pip)}

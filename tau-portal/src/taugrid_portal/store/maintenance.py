@@ -7,7 +7,7 @@ import shutil
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core.errors import ConfigError
 
@@ -27,15 +27,13 @@ class StoreMaintenance:
     lock: WriterLock
     warnings: list[str]
 
-    def query(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # defined by ``ExperimentStore``, which combines this mixin
+        def query(self, sql: str, params: Any = ()) -> list[dict[str, Any]]: ...
 
-    def _metric_path(self, rel: str) -> Path:
-        raise NotImplementedError
+        def _metric_path(self, rel: str) -> Path: ...
 
-    @staticmethod
-    def _read_manifest(root: Path) -> dict[str, Any]:
-        raise NotImplementedError
+        @staticmethod
+        def _read_manifest(root: Path) -> dict[str, Any]: ...
 
     def _migrate(self) -> None:
         with self.lock:

@@ -8,7 +8,7 @@ import random
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_testing.sim.clock import rfc3339
 from tau_testing.sim.errors import ApiError
@@ -163,5 +163,5 @@ class StoreCore:
                 return other
         return rtype
 
-    def _unregister_crd(self, crd: dict[str, Any]) -> None:
-        raise NotImplementedError  # ``CrdRegistry._unregister_crd``
+    if TYPE_CHECKING:  # defined by ``CrdRegistry``, which ``Store`` combines with this core
+        def _unregister_crd(self, crd: dict[str, Any]) -> None: ...

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_testing.sim.resources import ResourceType
 from tau_testing.sim.store_core import Key, StoreCore
@@ -12,10 +12,10 @@ from tau_testing.sim.store_core import Key, StoreCore
 class GarbageCollector(StoreCore):
     """Deletes dependents whose owners are gone and finishes deletions whose finalizers are done."""
 
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str,
-               propagation: str | None = "Background", preconditions: dict[str, Any] | None = None, *,
-               dry_run: bool = False) -> dict[str, Any] | None:
-        raise NotImplementedError  # ``Store.delete``
+    if TYPE_CHECKING:  # defined by ``Store``, which combines this mixin
+        def delete(self, api_version: str, kind: str, namespace: str | None, name: str,
+                   propagation: str | None = "Background", preconditions: dict[str, Any] | None = None, *,
+                   dry_run: bool = False) -> dict[str, Any] | None: ...
 
     def _type_of(self, group: str, kind: str) -> ResourceType | None:
         candidates = self.types.for_group_kind(group, kind)
