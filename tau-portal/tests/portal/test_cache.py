@@ -7,9 +7,17 @@ def _names(portal) -> set[str]:
     return {r["name"] for r in portal.get("/api/portal/runs").json().get("runs", [])}
 
 
+def _watching(portal, log) -> bool:
+    """Every informer has listed and its watch is open on the server (the baseline for counting)."""
+    informers = portal.app.app.state.portal.cache.informers.values()
+    if not all(i.absent or (i.synced and i.watches >= 1) for i in informers):
+        return False
+    return log.count(verb="watch") >= sum(1 for i in informers if not i.absent)
+
+
 def test_portal_requests_cost_no_kubernetes_reads(taugrid_cluster, portal, make_job) -> None:
-    portal.wait("/api/portal/runs", lambda r: r.status_code == 200)
     log = taugrid_cluster.cluster.requests
+    portal.wait("/api/portal/runs", lambda r: r.status_code == 200 and _watching(portal, log))
     before = (log.count(verb="list"), log.count(verb="get"), log.total)
     for _ in range(25):
         for path in ("/api/portal/runs", "/api/portal/nodes", "/api/portal/overview", "/api/portal/jobs",
