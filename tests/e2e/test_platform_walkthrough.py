@@ -18,7 +18,7 @@ import pytest
 
 from tau_testing.paths import repo_root
 
-pytestmark = pytest.mark.realclock  # the simulator, Helm and the controller run in real time
+pytestmark = [pytest.mark.realclock, pytest.mark.slow]  # the simulator, Helm and the controller run in real time
 
 
 def _section(out: str, number: int) -> str:
