@@ -230,3 +230,37 @@ def test_priority_class_event_triggers_the_singleton(platform, controller):
     platform.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
                            "metadata": {"name": "late-wpc"}, "value": 10})
     platform.wait_for(lambda: _reason(platform, "WorkloadProfilesReady") == "WorkloadProfilesReady", timeout=20)
+
+
+SERVING = {"name": "h100-nvl-8node", "description": "Eight one-GPU serving workers",
+           "applicability": {"teams": ["research"], "lanes": ["serving"], "namespaces": ["aurora"]},
+           "gpusPerWorker": 1, "workerCount": 8, "mode": "fixed", "placement": "same-network-domain",
+           "defaultLocalQueue": "jobqueue", "executionTarget": "singleCluster", "priorities": dict(PRIORITIES)}
+
+
+def test_serving_profile_publishes_its_queue_bindings(platform, controller):
+    """A multi-node serving profile in the newer placement vocabulary is accepted by the CRD, resolved, and
+    published with its LocalQueue, ClusterQueue and priority-class bindings, which the typed reader round-trips."""
+    from tau_core.workspace.profiles import multinode_rayservice, read_profile
+
+    platform.store.create(workspace())
+    _set_spec(platform, workloadProfiles=[SERVING])
+    platform.wait_for(lambda: _reason(platform, "WorkloadProfilesReady") == "WorkloadProfilesReady", timeout=20)
+    [resolved] = _published(platform)["profiles"]
+    assert resolved["applicability"]["lanes"] == ["serving"] and resolved["placement"] == "same-network-domain"
+    assert resolved["localQueues"] == [{"namespace": "aurora", "name": "jobqueue", "clusterQueue": "jobqueue"}]
+    assert resolved["clusterQueues"] == ["jobqueue"]
+    assert resolved["workloadPriorityClasses"] == ["taugrid-default"]
+    assert resolved["podPriorityClasses"] == ["taugrid-default"]
+    typed = read_profile(resolved)
+    assert typed.to_dict() == resolved and typed.lanes == ["serving"]
+    assert multinode_rayservice(typed, 8).allowed
+    assert multinode_rayservice(typed, 2).reason == \
+        "--nodes 2 does not match workload profile 'h100-nvl-8node' workerCount 8"
+
+
+def test_crd_refuses_several_workers_on_a_single_node_placement(platform):
+    single = {**SERVING, "placement": "single-node-nvlink"}
+    with pytest.raises(Exception, match="workerCount greater than one requires placement=multi-node-nccl"):
+        _set_spec(platform, workloadProfiles=[single])
+    assert not _cluster(platform)["spec"].get("workloadProfiles")

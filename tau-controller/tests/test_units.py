@@ -107,6 +107,11 @@ def test_profile_normalization_and_validation():
     assert validate(p) == []
     p["placement"] = "independent"
     assert validate(p) == ["workerCount > 1 (got 2) requires placement=multi-node-nccl"]
+    p["placement"] = "same-network-domain"  # the newer catalog vocabulary
+    assert validate(p) == []
+    p["placement"] = "same-planet"
+    assert validate(p) == ["placement 'same-planet' is not one of independent, single-node-nvlink, multi-node-nccl, "
+                           "unconstrained, same-host, same-accelerator-domain, same-network-domain, same-site"]
 
 
 def test_desired_state_hash_defaults_the_queue():

@@ -161,7 +161,8 @@ def test_taucluster_singleton_carries_catalog_and_profiles(render):
     assert spec["nodes"]["labelRules"][-1]["match"]["vmSizes"] == ["Standard_ND96isr_H200_v5_test"]
     names = [p["name"] for p in spec["workloadProfiles"]]
     assert "azure.research.training.l" in names and "azure.research.large-memory.2node" in names
-    assert len(names) == len(set(names)) == 15
+    assert "azure.research.serving.gpu" in names and "azure.research.serving.2node" in names
+    assert len(names) == len(set(names)) == 17
 
 
 def test_portal_is_on_in_the_umbrella_and_off_standalone(render, helm):

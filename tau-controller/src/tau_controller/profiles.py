@@ -21,6 +21,7 @@ from tau_controller.api import (
 )
 from tau_controller.conditions import FALSE, TRUE, UNKNOWN, cond, find
 from tau_controller.context import Ctx
+from tau_core.config.catalog import ACCEPTED_PROFILE_PLACEMENTS, MULTI_WORKER_PLACEMENTS
 from tau_core.config.profiles import EXECUTION_TARGETS, profile_set_hash
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -68,7 +69,9 @@ def validate(p: Mapping[str, Any]) -> list[str]:
         values = p["applicability"][key]
         if len(set(values)) != len(values) or any(not v or not _LABEL_VALUE.match(v) for v in values):
             errors.append(f"applicability.{key} has empty, duplicate or invalid entries")
-    if p["workerCount"] > 1 and p["placement"] != "multi-node-nccl":
+    if p["placement"] not in ACCEPTED_PROFILE_PLACEMENTS:
+        errors.append(f"placement {p['placement']!r} is not one of " + ", ".join(ACCEPTED_PROFILE_PLACEMENTS))
+    elif p["workerCount"] > 1 and p["placement"] not in MULTI_WORKER_PLACEMENTS:
         errors.append(f"workerCount > 1 (got {p['workerCount']}) requires placement=multi-node-nccl")
     if p["executionTarget"] not in EXECUTION_TARGETS:
         errors.append(f'executionTarget must be "singleCluster" or "multiKueue", got {p["executionTarget"]!r}')

@@ -28,7 +28,9 @@ def test_export_round_trips_and_refuses_untrusted_status(tau_cli, env_for, live,
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["profiles.yaml"]  # no temp file left behind
     catalog = load_snapshot(target)
-    assert catalog.generation == 1 and len(catalog.profiles) == 15
+    assert catalog.generation == 1 and len(catalog.profiles) == 17
+    serving = {p.name: p for p in catalog.typed() if "serving" in p.lanes}
+    assert sorted(serving) == ["azure.research.serving.2node", "azure.research.serving.gpu"]
     assert [p["name"] for p in catalog.profiles] == sorted(p["name"] for p in catalog.profiles)
     again = tau_cli("cluster", "profiles", "export")
     assert again.stdout == target.read_text()  # deterministic

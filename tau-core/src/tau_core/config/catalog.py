@@ -43,7 +43,17 @@ LEGACY_GPU_CLASSES: dict[str, str] = {
 TOPOLOGIES: tuple[str, ...] = ("independent", "single-node-nvlink", "multi-node-nccl", "elastic-workers")
 #: Placement vocabulary for a workload profile's ``placement`` (decision 1).
 PROFILE_PLACEMENTS: tuple[str, ...] = ("independent", "single-node-nvlink", "multi-node-nccl")
-LANES: tuple[str, ...] = ("eval", "training", "large-memory", "elastic")
+#: The newer placement names product TauCluster catalogs publish; the readers, the CRD and the controller accept
+#: them beside the documented ones (the migration maps multi-node-nccl to same-network-domain).
+PROFILE_PLACEMENTS_NEWER: tuple[str, ...] = (
+    "unconstrained", "same-host", "same-accelerator-domain", "same-network-domain", "same-site",
+)
+ACCEPTED_PROFILE_PLACEMENTS: tuple[str, ...] = PROFILE_PLACEMENTS + PROFILE_PLACEMENTS_NEWER
+#: Placements that may spread a profile's workers over several nodes (``workerCount > 1`` needs one).
+MULTI_WORKER_PLACEMENTS: tuple[str, ...] = ("multi-node-nccl", *PROFILE_PLACEMENTS_NEWER)
+#: Placements that keep every worker inside one network domain (what multi-node serving needs).
+SAME_NETWORK_DOMAIN_PLACEMENTS: tuple[str, ...] = ("same-network-domain", "multi-node-nccl")
+LANES: tuple[str, ...] = ("eval", "training", "large-memory", "elastic", "serving")
 ENGINES: tuple[str, ...] = (JOB, RAYJOB)
 DEPRECATED_ENGINES: dict[str, str] = {"ray": RAYJOB}
 WORKLOAD_KINDS: tuple[str, ...] = (JOB, RAYJOB)

@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tau_core.config.catalog import PROFILE_PLACEMENTS
+from tau_core.config.catalog import ACCEPTED_PROFILE_PLACEMENTS
 from tau_core.config.issues import ConfigIssue, ConfigValidationError
 from tau_core.config.loader import Document, load_yaml_file, require_mapping
 from tau_core.errors import ConfigError
 from tau_core.hashing import prefixed_digest
+
+if TYPE_CHECKING:
+    from tau_core.workspace.profiles import WorkloadProfile
 
 SNAPSHOT_API_VERSION = "tau.azure.com/v1alpha1"
 SNAPSHOT_KIND = "TauWorkloadProfileSnapshot"
@@ -59,6 +62,13 @@ class ProfileCatalog:
     source: str  # "snapshot" | "cluster"
     origin: str = ""  # file path or cluster context
     document: Document | None = field(default=None, repr=False)
+
+    def typed(self) -> list[WorkloadProfile]:
+        """The profiles as :class:`tau_core.workspace.profiles.WorkloadProfile` (a malformed one is a ConfigError)."""
+        from tau_core.workspace.profiles import read_profile
+
+        where = f"workload profile in {self.source} {self.origin}".strip()
+        return [read_profile(p, where) for p in self.profiles]
 
 
 def _issue(doc: Document, path: tuple[Any, ...], message: str, hint: str | None = None) -> ConfigIssue:
@@ -110,9 +120,9 @@ def _check_profile(doc: Document, i: int, p: Any, names: set[str], issues: list[
             issues.append(_issue(doc, (*where, key), f"{key} must be an integer >= {lo}"))
     if p.get("mode", "fixed") not in ("fixed", "elastic"):
         issues.append(_issue(doc, (*where, "mode"), f"mode {p.get('mode')!r} is invalid (allowed: fixed|elastic)"))
-    if p.get("placement") not in PROFILE_PLACEMENTS:
+    if p.get("placement") not in ACCEPTED_PROFILE_PLACEMENTS:
         issues.append(_issue(doc, (*where, "placement"), f"placement {p.get('placement')!r} is invalid "
-                             f"(allowed: {'|'.join(PROFILE_PLACEMENTS)})"))
+                             f"(allowed: {'|'.join(ACCEPTED_PROFILE_PLACEMENTS)})"))
     if p.get("executionTarget", "singleCluster") not in EXECUTION_TARGETS:
         issues.append(_issue(doc, (*where, "executionTarget"), "executionTarget must be singleCluster or "
                              "multiKueue"))
@@ -126,6 +136,40 @@ def _check_profile(doc: Document, i: int, p: Any, names: set[str], issues: list[
     prio = p.get("priorities", {})
     if not isinstance(prio, dict):
         issues.append(_issue(doc, (*where, "priorities"), "priorities must be a mapping"))
+    _check_bindings(doc, where, p, issues)
+
+
+#: The per-profile queue bindings the controller observed (sets of object names).
+BINDING_LISTS = ("clusterQueues", "resourceFlavors", "topologies", "workloadPriorityClasses", "podPriorityClasses")
+LOCAL_QUEUE_KEYS = ("namespace", "name", "clusterQueue")
+
+
+def _check_bindings(doc: Document, where: tuple[Any, ...], p: Mapping[str, Any], issues: list[ConfigIssue]) -> None:
+    """``localQueues`` ({namespace, name, clusterQueue}) and the name lists, where present."""
+    for key in BINDING_LISTS:
+        value = p.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+            issues.append(_issue(doc, (*where, key), f"{key} must be a list of object names"))
+    queues = p.get("localQueues", [])
+    if not isinstance(queues, list):
+        issues.append(_issue(doc, (*where, "localQueues"), "localQueues must be a list"))
+        return
+    for j, q in enumerate(queues):
+        if not isinstance(q, dict) or set(q) != set(LOCAL_QUEUE_KEYS) or not all(
+                isinstance(q[k], str) and q[k] for k in LOCAL_QUEUE_KEYS):
+            issues.append(_issue(doc, (*where, "localQueues", j), "each localQueues entry needs exactly namespace, "
+                                 "name and clusterQueue (non-empty strings)"))
+
+
+def _check_typed(doc: Document, profiles: list[Any], issues: list[ConfigIssue]) -> None:
+    """Every profile also reads as the typed model (conditions, descriptions, ... of the right shape)."""
+    from tau_core.workspace.profiles import read_profile
+
+    for i, p in enumerate(profiles):
+        try:
+            read_profile(p)
+        except ConfigError as exc:
+            issues.append(_issue(doc, ("profiles", i), exc.message, exc.hint))
 
 
 def load_snapshot(path: Path) -> ProfileCatalog:
@@ -146,6 +190,8 @@ def load_snapshot(path: Path) -> ProfileCatalog:
     names: set[str] = set()
     for i, p in enumerate(profiles):
         _check_profile(doc, i, p, names, issues)
+    if not issues:
+        _check_typed(doc, profiles, issues)
     set_hash = data.get("profileSetHash")
     if not isinstance(set_hash, str) or not set_hash:
         issues.append(_issue(doc, ("profileSetHash",), "profileSetHash is empty; the snapshot is not from a ready "

@@ -56,6 +56,7 @@ PLACEMENTS: dict[str, tuple[str, str]] = {
 PLACEMENT_EQUIVALENTS: dict[str, tuple[str, str]] = {
     "unconstrained": (keys.KUEUE_PODSET_UNCONSTRAINED_TOPOLOGY, "true"),
     "same-host": (keys.KUEUE_PODSET_REQUIRED_TOPOLOGY, keys.HOSTNAME),
+    "same-accelerator-domain": (keys.KUEUE_PODSET_REQUIRED_TOPOLOGY, keys.ACCELERATOR_DOMAIN),
     "same-network-domain": (keys.KUEUE_PODSET_REQUIRED_TOPOLOGY, keys.NETWORK_DOMAIN),
     "same-site": (keys.KUEUE_PODSET_REQUIRED_TOPOLOGY, keys.SITE),
 }

@@ -186,4 +186,6 @@ def resolve_workload_profile(request: Any) -> Any:
     if set_hash != profile_set_hash(published_profiles):
         raise ClusterError(f"{where} profileSetHash does not match its published profiles",
                            hint="the profile set is being rewritten; retry after the controller reconciles")
-    return ProfileCatalog(generation, set_hash, profiles, "cluster", where)
+    catalog = ProfileCatalog(generation, set_hash, profiles, "cluster", where)
+    catalog.typed()  # fail closed on a published profile of the wrong shape, naming the field
+    return catalog
