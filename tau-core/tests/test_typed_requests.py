@@ -1,6 +1,6 @@
 """The typed models travel across the module boundaries: a render request carries the catalog's
-``RunConfig``, a submit request the ``RenderContext`` it was rendered with, and a workspace
-connection reports and checks its pins as ``WorkspacePins``."""
+``RunConfig``, a submit request the same ``RunConfig`` and the ``RenderContext`` it was rendered with, and a
+workspace connection reports and checks its pins as ``WorkspacePins``."""
 
 from __future__ import annotations
 
@@ -87,3 +87,20 @@ def test_drift_of_a_pin_asks_and_a_refusal_keeps_the_pins() -> None:
     assert "workspace_uid 'u1' -> 'u2'" in asked[0] and "namespace 'ns' -> 'ns2'" in asked[0]
     conn._confirm_drift(_Descriptor(), None, WorkspacePins(namespace="x"), refuse)  # type: ignore[arg-type]
     assert len(asked) == 1  # nothing pinned yet: nothing to review
+
+
+def test_submit_request_config_is_the_typed_run_config() -> None:
+    from tau_core.retry import RetryPolicy, checkpoint_path
+
+    cfg = load_config(REPO / "examples" / "kind-smoke" / "tau" / "job.yaml")
+    model = cfg.model
+    typed = SubmitRequest(name="r", config=model, objects=[], context={})
+    assert typed.config is model  # carried as is, no second conversion
+    partial = SubmitRequest(name="r", config={"resilience": {"max_retries": 2, "backoff_initial": "10s"}},
+                            objects=[], context={})
+    assert isinstance(partial.config, RunConfig) and partial.config.resilience.max_retries == 2
+    policy = RetryPolicy.from_config("r", partial.config)  # the backends read attributes, not dotted keys
+    assert (policy.max_retries, policy.retry_on, policy.backoff_initial) == (2, ("Preempted", "Evicted"), 10.0)
+    assert checkpoint_path("r", partial.config) == "/data/checkpoints/finetunes/r"
+    with pytest.raises(ConfigError, match="does not match the field catalog"):
+        SubmitRequest(name="r", config={"resilience": {"retries": 2}}, objects=[], context={})

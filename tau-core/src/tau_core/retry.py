@@ -11,11 +11,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core import keys
 from tau_core.errors import ConfigError
 from tau_core.lifecycle.base import FailureReason
+
+if TYPE_CHECKING:
+    from tau_core.config.run_model import RunConfig
 
 DEFAULT_RETRY_ON = ("Preempted", "Evicted")
 RETRYABLE = (FailureReason.OOM_KILLED, FailureReason.PREEMPTED, FailureReason.EVICTED)
@@ -48,9 +51,9 @@ def parse_duration(value: Any, field: str) -> float:
     return total
 
 
-def checkpoint_path(name: str, config: Mapping[str, Any] | None = None) -> str:
-    resilience = dict((config or {}).get("resilience") or {})
-    return str(resilience.get("checkpoint_path") or f"/data/checkpoints/finetunes/{name}")
+def checkpoint_path(name: str, config: RunConfig | None = None) -> str:
+    configured = config.resilience.checkpoint_path if config is not None else None
+    return str(configured or f"/data/checkpoints/finetunes/{name}")
 
 
 @dataclass(frozen=True)
@@ -62,21 +65,14 @@ class RetryPolicy:
     checkpoint_path: str = ""
 
     @classmethod
-    def from_config(cls, name: str, config: Mapping[str, Any]) -> RetryPolicy:
-        r = dict(config.get("resilience") or {})
-        try:
-            max_retries = int(r.get("max_retries") or 0)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"resilience.max_retries must be an integer, got {r.get('max_retries')!r}") from exc
+    def from_config(cls, name: str, config: RunConfig) -> RetryPolicy:
+        r = config.resilience
+        max_retries = r.max_retries or 0
         if max_retries < 0:
             raise ConfigError("resilience.max_retries must not be negative")
-        retry_on = r.get("retry_on")
-        if retry_on is None:
-            retry_on = list(DEFAULT_RETRY_ON)
-        if isinstance(retry_on, str) or not isinstance(retry_on, (list, tuple)):
-            raise ConfigError("resilience.retry_on must be a list such as [Preempted, Evicted]")
-        initial = parse_duration(r.get("backoff_initial", "30s"), "resilience.backoff_initial")
-        cap = parse_duration(r.get("backoff_max", "5m"), "resilience.backoff_max")
+        retry_on = list(DEFAULT_RETRY_ON) if r.retry_on is None else r.retry_on
+        initial = parse_duration(r.backoff_initial or "30s", "resilience.backoff_initial")
+        cap = parse_duration(r.backoff_max or "5m", "resilience.backoff_max")
         return cls(max_retries, tuple(str(x) for x in retry_on), initial, max(cap, initial),
                    checkpoint_path(name, config))
 

@@ -8,9 +8,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import attrs
+
 from tau_core.errors import TauError
 
 if TYPE_CHECKING:
+    from tau_core.config.run_model import RunConfig
     from tau_core.rendering.context import RenderContext
 
 #: Phase states, with the marker the phase tree prints for each.
@@ -82,30 +85,39 @@ class RunSummary:
     external: bool = False
 
 
-@dataclass
+def _to_config(value: Mapping[str, Any] | RunConfig) -> RunConfig:
+    from tau_core.config.run_model import RunConfig, run_config
+
+    return value if isinstance(value, RunConfig) else run_config(value)
+
+
+def _to_context(value: Mapping[str, Any] | RenderContext | None) -> RenderContext:
+    from tau_core.rendering.context import RenderContext
+
+    return RenderContext.from_mapping(value)
+
+
+@attrs.define
 class SubmitRequest:
     """Everything a backend needs to start a run.
 
     ``objects`` are the rendered Kubernetes objects (the workload first); the local backend
-    reads what it needs from ``config`` (the normalized run config) and ``context``.
+    reads what it needs from ``config`` and ``context``.
 
-    ``context`` is the typed :class:`~tau_core.rendering.context.RenderContext` the objects were
-    rendered with; a plain mapping given at construction is converted once, here, at the edge.
+    ``config`` is the typed :class:`~tau_core.config.run_model.RunConfig` and ``context`` the typed
+    :class:`~tau_core.rendering.context.RenderContext` the objects were rendered with; a plain (normalized,
+    possibly partial) mapping given at construction is converted once, here, at the edge, and a key the
+    field catalog does not describe is a :class:`~tau_core.errors.ConfigError`.
     """
 
     name: str
-    config: Mapping[str, Any]
+    config: RunConfig = attrs.field(converter=_to_config)
     objects: list[dict[str, Any]]
-    context: RenderContext
+    context: RenderContext = attrs.field(converter=_to_context)
     config_path: Path | None = None
     config_hash: str = ""
     submission_id: str = ""
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        from tau_core.rendering.context import RenderContext
-
-        self.context = RenderContext.from_mapping(self.context)
+    extra_env: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @dataclass

@@ -496,7 +496,7 @@ def resume(name: str, config: str, namespace: str | None, workspace: str | None,
         local_resolution = resolve_run(RunOptions(target=name, config=config, local=True, dry_run=None,
                                                   argv=["tau", "run", "resume", name, "--config", config]))
         lreq = local_resolution.request
-        local_request = SubmitRequest(name=lreq.name, config=lreq.normalized, objects=[], context=lreq.context,
+        local_request = SubmitRequest(name=lreq.name, config=lreq.config, objects=[], context=lreq.context,
                                       config_path=local_resolution.target.config_path,
                                       config_hash=lreq.config_hash, submission_id=lreq.submission_id)
         result = local_backend.resume(local_ref, local_request, from_dir=from_dir, force=force,
@@ -518,7 +518,7 @@ def resume(name: str, config: str, namespace: str | None, workspace: str | None,
 
     objects = render(req)  # validates the replacement before anything is deleted
     backend = _backend(target)
-    request = SubmitRequest(name=req.name, config=req.normalized, objects=objects, context=req.context,
+    request = SubmitRequest(name=req.name, config=req.config, objects=objects, context=req.context,
                             config_path=resolution.target.config_path, config_hash=req.config_hash,
                             submission_id=req.submission_id)
     result = backend.resume(target.ref(name), request, from_dir=from_dir, force=force, dry_run=bool(dry_run))

@@ -49,7 +49,7 @@ def submit(resolution: Resolution, objects: list[dict[str, Any]], options: RunOp
     backend = get_backend(backend_name, **options_for_backend)
     submit_request = SubmitRequest(
         name=req.name,
-        config=req.normalized,
+        config=req.config,
         objects=objects,
         context=req.context,
         config_path=resolution.target.config_path,

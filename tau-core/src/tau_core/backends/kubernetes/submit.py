@@ -124,8 +124,8 @@ class Submit(Targeting):
 
     async def _preflight_priorities(self, session: KubeSession, request: SubmitRequest,
                                     objects: builtins.list[Obj]) -> None:
-        policy = dict(request.config.get("policy") or {})
-        explicit = {policy.get("workload_priority_class"), policy.get("pod_priority_class")}
+        policy = request.config.policy
+        explicit = {policy.workload_priority_class, policy.pod_priority_class}
         profile = request.context.workload_profile or {}
         if isinstance(profile, Mapping) and profile.get("priorities"):
             return  # classes chosen by the authoritative workload profile are never dropped

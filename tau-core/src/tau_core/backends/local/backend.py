@@ -175,7 +175,7 @@ class LocalBackend:
         run.log_file.touch()
         self._spawn(run, env)
         notes = [f"local run {run_id} started", f"output: {plan['output_dir']}"]
-        if request.config.get("runtime", {}) and (request.config.get("runtime") or {}).get("image"):
+        if request.config.runtime.image:
             notes.append("runtime.image is not used locally: the run uses this Python environment")
         if plan["engine"] == "rayjob" and plan["ray"]["pip"]:
             from tau_core.backends.local.ray import pip_note

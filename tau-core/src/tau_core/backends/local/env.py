@@ -27,6 +27,7 @@ from typing import Any
 
 from tau_core.backends.local import paths
 from tau_core.backends.local.oom import parse_memory
+from tau_core.config.run_model import normalized
 from tau_core.errors import ConfigError
 from tau_core.lifecycle.base import SubmitRequest
 
@@ -221,13 +222,12 @@ def _local_entrypoint(config: Mapping[str, Any], cfg_dir: Path, engine: str) -> 
 
 def _output_dirs(request: SubmitRequest, run_id: str, env: Mapping[str, str]) -> tuple[Path, Path]:
     """``(output, checkpoint)``: ``storage.output`` and ``resilience.checkpoint_path`` mapped onto this machine."""
-    config = request.config
-    output_cfg = get(config, "storage.output")
+    output_cfg = request.config.storage.output
     if output_cfg:
         output = paths.map_container_path(str(output_cfg), env)
     else:
         output = paths.data_root(env) / "checkpoints" / "workflows" / run_id
-    checkpoint_cfg = get(config, "resilience.checkpoint_path")
+    checkpoint_cfg = request.config.resilience.checkpoint_path
     if checkpoint_cfg and str(checkpoint_cfg).rstrip("/") != f"{CLUSTER_CHECKPOINT_ROOT}/{request.name}":
         checkpoint = paths.map_container_path(str(checkpoint_cfg), env)
     else:  # unset, or the cluster default derived from the target name: use this run's own output
@@ -237,11 +237,10 @@ def _output_dirs(request: SubmitRequest, run_id: str, env: Mapping[str, str]) ->
 
 def _run_env(request: SubmitRequest, engine: str, output: Path, env: Mapping[str, str]) -> dict[str, str]:
     """The environment the entrypoint sees: ``runtime.env``, the TAU_* directories, then ``extra_env``."""
-    config = request.config
     data = paths.data_root(env)
     hot = paths.hot_root(env)
     injected: dict[str, str] = {}
-    user_env = get(config, "runtime.env") or {}
+    user_env = request.config.runtime.env or {}
     for key, value in dict(user_env).items():
         injected[str(key)] = "" if value is None else str(value)
     injected.update({
@@ -255,7 +254,7 @@ def _run_env(request: SubmitRequest, engine: str, output: Path, env: Mapping[str
     })
     injected.setdefault("PYTHONUNBUFFERED", "1")
     if engine == "rayjob":
-        workers = int(get(config, "compute.workers") or 1)
+        workers = int(request.config.compute.workers or 1)
         injected.update({"TAU_DIST_BACKEND": "gloo", "TAU_NUM_WORKERS": str(workers), "TAU_WORLD_SIZE": str(workers)})
     for key, value in (request.extra_env or {}).items():
         injected[str(key)] = str(value)
@@ -277,7 +276,8 @@ def _retry_plan(config: Mapping[str, Any]) -> dict[str, Any]:
 def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The supervisor's instructions for ``request``; raises :class:`ConfigError` for what cannot run here."""
     env = os.environ if env is None else env
-    config = request.config
+    # the dotted-path readers below (entrypoint, engine, Ray and history plans) take the normalized mapping
+    config = normalized(request.config)
     _refuse(config)
     engine = _engine(config)
     cfg_dir = config_dir(request)
