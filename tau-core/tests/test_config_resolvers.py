@@ -121,3 +121,29 @@ def test_resolver_failure_is_a_clean_error(repo: Path) -> None:
 
     with pytest.raises(ConfigError, match="workspace-connection resolver failed: ZeroDivisionError"):
         resolve_run(RunOptions(target="train", cwd=repo, env={}), host=host_with(Broken()))
+
+
+def test_the_connection_answer_reaches_later_resolvers_typed(repo: Path) -> None:
+    """A mapping answered by a workspace-connection resolver is converted once, at the edge; the defaults and
+    profile resolvers read attributes of a ``WorkspaceConnection``, and its pins are one typed value."""
+    from tau_core.config.workspace import WorkspaceConnection, WorkspacePins
+    from tau_core.workspace.resolvers import resolve_workspace_defaults
+
+    seen: list[Any] = []
+
+    class Typed(Connected):
+        def connection(self, request: ResolveRequest) -> dict[str, Any]:
+            return {"workspace": "vision", "context": "aks-prod", "verified": True, "namespace": "vision-ns",
+                    "queue": "research-queue", "workspace_uid": "uid-123", "output_root": "/data/projects/vision",
+                    "defaults": {"ignored": "unknown keys are dropped at the edge"}}
+
+        def defaults(self, request: ResolveRequest) -> Any:
+            seen.append(request.connection)
+            return resolve_workspace_defaults(request)  # the built-in reader: no cluster read for a verified one
+
+    res = resolve_run(RunOptions(target="train", cwd=repo, env={}), host=host_with(Typed()))
+    [connection] = seen
+    assert isinstance(connection, WorkspaceConnection) and connection.context == "aks-prod"
+    assert connection.pins == WorkspacePins(workspace_uid="uid-123", namespace="vision-ns", queue="research-queue")
+    assert res.request.context["namespace"] == "vision-ns"
+    assert res.request.context["output_root"] == "/data/projects/vision"

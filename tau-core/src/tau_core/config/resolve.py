@@ -18,9 +18,10 @@ its source; ``Resolution.trail`` keeps (step, key, source) in order, and the ren
 Resolver contracts (each receives a :class:`ResolveRequest`, returns ``None`` to pass):
 
 * ``project`` -> a :class:`tau_core.config.targets.Target` (replaces target discovery);
-* ``workspace-connection`` -> a mapping with any of ``workspace``, ``context``, ``namespace``,
-  ``system_namespace``, ``descriptor``, ``kubeconfig`` (path of an isolated kubeconfig); it may
-  activate credentials;
+* ``workspace-connection`` -> a :class:`tau_core.config.workspace.WorkspaceConnection` (or a mapping
+  with any of its keys: ``workspace``, ``context``, ``namespace``, ``system_namespace``, ``descriptor``,
+  ``kubeconfig`` (path of an isolated kubeconfig), ...; converted at this edge); it may activate
+  credentials. Later resolvers see it typed as ``request.connection``;
 * ``workspace-defaults`` -> a mapping with any of ``namespace``, ``queue``, ``priority_tier``,
   ``service_account``, ``workload_identity``, ``output_root``, ``workspace_uid``, ``result_pvc``;
 * ``workload-profile`` -> a :class:`tau_core.config.profiles.ProfileCatalog` (a ready revision;
@@ -41,7 +42,7 @@ import attrs
 from tau_core.config.issues import ConfigIssue, ConfigValidationError
 from tau_core.config.targets import Target, resolve_target
 from tau_core.config.validate import ValidatedConfig, get_path, set_path, validate_document
-from tau_core.config.workspace import WorkspaceDefaults
+from tau_core.config.workspace import WorkspaceConnection, WorkspaceDefaults
 from tau_core.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class ResolveRequest:
     options: RunOptions
     target: Target | None = None
     validated: ValidatedConfig | None = None
-    connection: Mapping[str, Any] | None = None
+    connection: WorkspaceConnection | None = None
     workspace: str | None = None
     selection: Any = None
     values: Mapping[str, Resolved] = field(default_factory=dict)
@@ -142,14 +143,15 @@ def _ask(host: Host, kind: str, request: ResolveRequest) -> Any:
                           hint="check the installed plugins with tau version") from exc
 
 
-def read_descriptor(path: Path) -> dict[str, Any]:
+def read_descriptor(path: Path) -> WorkspaceConnection:
     """The offline facts of a workspace connection descriptor (checked in full, never activated)."""
     from tau_core.workspace.descriptor import load_descriptor
 
     descriptor = load_descriptor(path)
-    return {"workspace": descriptor.workspace, "context": descriptor.context_name,
-            "system_namespace": descriptor.system_namespace, "descriptor": str(path),
-            "access": descriptor.access_method, "local": descriptor.is_local}
+    return WorkspaceConnection.from_mapping({
+        "workspace": descriptor.workspace, "context": descriptor.context_name,
+        "system_namespace": descriptor.system_namespace, "descriptor": str(path),
+        "access": descriptor.access_method, "local": descriptor.is_local})
 
 
 def code_sha(start: Path) -> str | None:
@@ -214,7 +216,7 @@ class _State:
     step: str = "target"
     local: bool = False
     offline_only: bool = False
-    connection: Mapping[str, Any] | None = None
+    connection: WorkspaceConnection | None = None
     workspace: str | None = None
     defaults: WorkspaceDefaults = attrs.field(factory=WorkspaceDefaults)
     catalog: ProfileCatalog | None = None
@@ -288,19 +290,20 @@ def _connection(s: _State) -> None:
         s.set("context", s.env["TAU_CONTEXT"], SOURCE_ENV)
     s.local = options.local
     offline_facts = read_descriptor(descriptor) if descriptor is not None and not options.local else None
-    if offline_facts is not None and offline_facts.get("local") and "context" not in s.values:
+    if offline_facts is not None and offline_facts.local and "context" not in s.values:
         s.local = True  # a local workspace (access.method: local): the run executes on this machine
         s.connection = offline_facts
     s.offline_only = bool(s.cfg["policy"]["workload_profile_snapshot"]) or s.local
     if not s.offline_only:
-        s.connection = s.ask("workspace-connection")
+        answer = s.ask("workspace-connection")
+        s.connection = None if answer is None else WorkspaceConnection.from_mapping(answer)
     if s.connection is None and offline_facts is not None:
         s.connection = offline_facts
         if not s.offline_only and not s.client:
             s.warnings.append(f"the workspace connection {descriptor} was read but not activated: no connected "
                               "resolver is installed")
-    if s.connection and s.connection.get("context") and "context" not in s.values:
-        s.set("context", s.connection["context"], SOURCE_CONNECTION)
+    if s.connection and s.connection.context and "context" not in s.values:
+        s.set("context", s.connection.context, SOURCE_CONNECTION)
 
 
 def _workspace(s: _State) -> None:
@@ -311,8 +314,8 @@ def _workspace(s: _State) -> None:
         s.set("workspace", s.options.workspace, SOURCE_FLAG)
     elif cfg["policy"]["workspace"]:
         s.set("workspace", cfg["policy"]["workspace"], SOURCE_CONFIG)
-    elif connection and connection.get("workspace"):
-        s.set("workspace", connection["workspace"], SOURCE_CONNECTION)
+    elif connection and connection.workspace:
+        s.set("workspace", connection.workspace, SOURCE_CONNECTION)
     elif project_ws:
         s.set("workspace", project_ws, SOURCE_CONNECTION)
     if project_ws and cfg["policy"]["workspace"] and cfg["policy"]["workspace"] != project_ws:
@@ -339,8 +342,8 @@ def _namespace(s: _State) -> None:
         s.set("namespace", s.cfg["policy"]["namespace"], SOURCE_CONFIG)
     elif ws_ns:
         s.set("namespace", ws_ns, SOURCE_WORKSPACE)
-    elif s.connection and s.connection.get("namespace"):
-        s.set("namespace", s.connection["namespace"], SOURCE_CONNECTION)
+    elif s.connection and s.connection.namespace:
+        s.set("namespace", s.connection.namespace, SOURCE_CONNECTION)
     elif s.local:
         s.set("namespace", "local", SOURCE_DEFAULT)
     if ws_ns and "namespace" in s.values and s.get("namespace") != ws_ns:
@@ -498,7 +501,7 @@ def _context(s: _State) -> RenderContext:
         raise ConfigError(f"{s.validated.document.display} is a managed workflow manifest; the local backend "
                           "runs direct configs only",
                           hint="run the Python module on this machine with tau python submit MODULE --local")
-    kubeconfig = s.connection.get("kubeconfig") if s.connection else None
+    kubeconfig = s.connection.kubeconfig if s.connection else None
     fields.update(dry_run=s.dry_run, redact_secrets=s.client, code_sha=code_sha(s.options.cwd or Path.cwd()),
                   tau_command=redact_argv(s.options.argv) if s.options.argv else None, local=s.local,
                   managed=managed, config_dir=str(s.target.config_path.resolve().parent),

@@ -71,6 +71,45 @@ class WorkspacePins(_Edge):
         return out
 
 
+@attrs.frozen(kw_only=True)
+class WorkspaceConnection(_Edge):
+    """What the ``workspace-connection`` resolver answers, or a descriptor's offline facts (all optional).
+
+    A verified connection (``verified``) also carries the values it pinned (namespace, queue, service account,
+    workspace UID) and the TauWorkspace's published defaults, so ``workspace-defaults`` need not ask again.
+    """
+
+    workspace: str | None = None
+    context: str | None = None
+    """The kube context to use (explicit, or the descriptor's)."""
+    system_namespace: str | None = None
+    descriptor: str | None = None
+    """Path of ``tau/workspace.connection.yaml``."""
+    access: str | None = None
+    local: bool | None = None
+    """The descriptor declares a local workspace (``access.method: local``)."""
+    kubeconfig: str | None = None
+    """Path of the connection's isolated kubeconfig."""
+    verified: bool | None = None
+    namespace: str | None = None
+    queue: str | None = None
+    service_account: str | None = None
+    workspace_uid: str | None = None
+    priority_tier: str | None = None
+    output_root: str | None = None
+
+    @property
+    def pins(self) -> WorkspacePins:
+        return WorkspacePins(workspace_uid=self.workspace_uid, namespace=self.namespace, queue=self.queue,
+                             service_account=self.service_account)
+
+    def workspace_defaults(self) -> WorkspaceDefaults:
+        """The defaults a verified connection already read from its TauWorkspace."""
+        return WorkspaceDefaults(namespace=self.namespace, queue=self.queue, service_account=self.service_account,
+                                 workspace_uid=self.workspace_uid, priority_tier=self.priority_tier,
+                                 output_root=self.output_root)
+
+
 @cache
 def converter() -> cattrs.Converter:
     """Built on first use (cattrs stays out of ``tau --help``)."""

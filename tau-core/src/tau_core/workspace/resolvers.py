@@ -22,7 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from tau_core import keys
+from tau_core.config.workspace import WorkspaceConnection, WorkspaceDefaults
 from tau_core.errors import ClusterError, ConfigError
 from tau_core.keys import V0_PRIMARY_WORKSPACE
 from tau_core.workspace.connection import WORKSPACE_API, verify_workspace
@@ -46,7 +49,7 @@ def _has_kubeconfig(env: Mapping[str, str]) -> bool:
     return any(p.exists() for p in kubeconfig_paths(None, env))
 
 
-def resolve_connection(request: Any) -> Mapping[str, Any] | None:
+def resolve_connection(request: Any) -> WorkspaceConnection | None:
     from tau_core.workspace.connection import connect, stdin_confirm
     from tau_core.workspace.descriptor import load_descriptor
 
@@ -67,23 +70,29 @@ def resolve_connection(request: Any) -> Mapping[str, Any] | None:
             f'$TAU_CONTEXT names context "{env_context}" but {path} names "{descriptor.context_name}"',
             hint="pass --context to choose one",
         )
-    base = {"workspace": descriptor.workspace, "system_namespace": descriptor.system_namespace,
-            "descriptor": str(path)}
+    base = WorkspaceConnection(workspace=descriptor.workspace, system_namespace=descriptor.system_namespace,
+                               descriptor=str(path))
     if flag_context or env_context:
         # an explicit context uses the ambient kubeconfig and skips activation
-        return {**base, "context": flag_context or env_context}
+        return attrs.evolve(base, context=flag_context or env_context)
     conn = connect(descriptor, confirm=stdin_confirm, env=env)
-    return {**base, "context": conn.context_name, "kubeconfig": conn.kubeconfig_path, "namespace": conn.namespace,
-            "queue": conn.queue, "service_account": conn.service_account, "workspace_uid": conn.workspace_uid,
-            "defaults": conn.defaults, "verified": True}
+    pins = conn.pins
+    return attrs.evolve(base, context=conn.context_name, kubeconfig=conn.kubeconfig_path, verified=True,
+                        namespace=pins.namespace, queue=pins.queue, service_account=pins.service_account,
+                        workspace_uid=pins.workspace_uid, priority_tier=_text(conn.defaults.get("priority")),
+                        output_root=_text(conn.defaults.get("outputRoot")))
 
 
-def _discover_primary(context: str | None, env: Mapping[str, str]) -> Mapping[str, Any] | None:
+def _text(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _discover_primary(context: str | None, env: Mapping[str, str]) -> WorkspaceConnection | None:
     from tau_core.kube import run
 
     system_ns = _system_namespace(env)
 
-    async def find() -> Mapping[str, Any] | None:
+    async def find() -> WorkspaceConnection | None:
         from tau_core.kube import KubeSession
 
         async with await KubeSession.connect(context=context, env=env) as session:
@@ -99,44 +108,45 @@ def _discover_primary(context: str | None, env: Mapping[str, str]) -> Mapping[st
                                    hint="pass --workspace, or ask the platform team to fix the marker")
             if not primary:
                 return None
-            return {"workspace": primary[0]["metadata"]["name"], "context": session.context,
-                    "system_namespace": system_ns}
+            return WorkspaceConnection(workspace=primary[0]["metadata"]["name"], context=session.context,
+                                       system_namespace=system_ns)
 
     return run(find)
 
 
-def _workspace_defaults(ws: Mapping[str, Any]) -> dict[str, Any]:
+def _verified_defaults(ws: Mapping[str, Any]) -> WorkspaceDefaults:
+    """The defaults of a TauWorkspace as :func:`~tau_core.workspace.connection.verify_workspace` read them."""
     defaults = ws.get("defaults") or {}
-    out = {
-        "namespace": ws["namespace"],
-        "queue": ws["queue"],
-        "service_account": ws.get("service_account"),
-        "workspace_uid": ws.get("workspace_uid"),
-        "priority_tier": defaults.get("priority"),
-        "output_root": defaults.get("outputRoot"),
-    }
-    return {k: v for k, v in out.items() if v is not None}
+    return WorkspaceDefaults(namespace=_text(ws["namespace"]), queue=_text(ws["queue"]),
+                             service_account=_text(ws.get("service_account")),
+                             workspace_uid=_text(ws.get("workspace_uid")),
+                             priority_tier=_text(defaults.get("priority")),
+                             output_root=_text(defaults.get("outputRoot")))
 
 
-def resolve_workspace_defaults(request: Any) -> Mapping[str, Any] | None:
-    connection = request.connection or {}
-    if connection.get("verified") and connection.get("workspace") == request.workspace:
-        return _workspace_defaults(connection)
-    if not (connection.get("context") or _has_kubeconfig(_env(request))):
+def _connection_of(request: Any) -> WorkspaceConnection:
+    return WorkspaceConnection.from_mapping(request.connection)
+
+
+def resolve_workspace_defaults(request: Any) -> WorkspaceDefaults | None:
+    connection = _connection_of(request)
+    if connection.verified and connection.workspace == request.workspace:
+        return connection.workspace_defaults()
+    if not (connection.context or _has_kubeconfig(_env(request))):
         return None
     from tau_core.kube import run
 
     env = _env(request)
-    system_ns = connection.get("system_namespace") or _system_namespace(env)
+    system_ns = connection.system_namespace or _system_namespace(env)
 
     async def read() -> Mapping[str, Any]:
         from tau_core.kube import KubeSession
 
-        async with await KubeSession.connect(kubeconfig=connection.get("kubeconfig"),
-                                             context=connection.get("context"), env=env) as session:
+        async with await KubeSession.connect(kubeconfig=connection.kubeconfig, context=connection.context,
+                                             env=env) as session:
             return await verify_workspace(session, request.workspace, system_ns)
 
-    return _workspace_defaults(run(read))
+    return _verified_defaults(run(read))
 
 
 def resolve_workload_profile(request: Any) -> Any:
@@ -145,11 +155,11 @@ def resolve_workload_profile(request: Any) -> Any:
     A config without ``policy.profile`` renders from its own explicit compute values; a
     selected profile is always checked fail-closed against the published revision.
     """
-    connection = request.connection or {}
+    connection = _connection_of(request)
     env = _env(request)
     if request.selection is None or not request.selection.profile:
         return None
-    if not (connection.get("context") or _has_kubeconfig(env)):
+    if not (connection.context or _has_kubeconfig(env)):
         return None
     from tau_core.config.profiles import ProfileCatalog, profile_set_hash
     from tau_core.kube import run
@@ -157,8 +167,8 @@ def resolve_workload_profile(request: Any) -> Any:
     async def read() -> tuple[str, Mapping[str, Any] | None]:
         from tau_core.kube import KubeSession
 
-        async with await KubeSession.connect(kubeconfig=connection.get("kubeconfig"),
-                                             context=connection.get("context"), env=env) as session:
+        async with await KubeSession.connect(kubeconfig=connection.kubeconfig, context=connection.context,
+                                             env=env) as session:
             return session.context, await session.get(TAU_CLUSTER_PATH, missing_ok=True)
 
     context, cluster = run(read)
