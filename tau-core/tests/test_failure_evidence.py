@@ -148,7 +148,7 @@ def test_a_stale_view_of_a_preempted_job_is_re_read_until_the_evidence_shows(gri
     assert found.evidence == f"event Preempted on pod {before.pods[0]['metadata']['name']}"
     st = backend.status(RunRef("race", namespace=NAMESPACE))
     assert st.failure is FailureReason.PREEMPTED
-    assert st.extra["failure_evidence"].startswith("event Preempted on pod ")
+    assert st.extra.failure_evidence.startswith("event Preempted on pod ")
 
 
 def test_the_re_read_is_bounded_when_no_evidence_ever_arrives(grid) -> None:  # type: ignore[no-untyped-def]

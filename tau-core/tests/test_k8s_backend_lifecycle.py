@@ -204,7 +204,7 @@ def test_cancel_deletes_the_job_and_waits_for_teardown(grid) -> None:  # type: i
 def test_unknown_run_is_reported(grid) -> None:  # type: ignore[no-untyped-def]
     _, backend = grid
     st = backend.status(RunRef("ghost", namespace=NAMESPACE))
-    assert not st.extra["exists"]
+    assert not st.extra.exists
     assert st.phases[0].state == "pending" and "no batch/v1 Job or RayJob found" in st.phases[0].detail
     with pytest.raises(NotFoundError):
         list(backend.logs(RunRef("ghost", namespace=NAMESPACE), LogOptions()))
@@ -301,7 +301,7 @@ def test_run_profile_reports_queue_runtime_and_unavailable_gpu_telemetry(grid) -
     backend.submit(request(job("prof")))
     scenario.cluster.advance(5)
     st = backend.status(RunRef("prof", namespace=NAMESPACE), run_profile=True)
-    profile = st.extra["run_profile"]
+    profile = st.extra.run_profile
     assert profile["queue"]["localQueue"] == "jobqueue"
     assert profile["queue"]["clusterQueue"] == "tau-cq"
     assert profile["queue"]["flavors"]["cpu"] == "taugrid-default-cpu"

@@ -68,9 +68,9 @@ def test_success_records_transitions_logs_and_output(backend: LocalBackend, subm
     assert st.terminal and st.succeeded and st.failure is FailureReason.COMPLETED, st
     assert [p.name for p in st.phases] == ["Submitted", "Started", "Running", "Completed", "Evidence"]
     assert [p.state for p in st.phases] == ["done", "done", "done", "done", "skipped"]
-    states = [t["state"] for t in st.extra["transitions"]]
+    states = [t.state for t in st.extra.transitions]
     assert states == ["Submitted", "Started", "Running", "Succeeded"]
-    assert st.extra["exit_code"] == 0
+    assert st.extra.exit_code == 0
     lines = logs(backend, ref)
     assert any(line.startswith("hello from ") and line.endswith("project-1") for line in lines), lines
     listing = backend.get(ref)
@@ -87,7 +87,7 @@ def test_failing_exit_code_is_failed_unknown(backend: LocalBackend, submit: Subm
     ref = submit("import sys; print('about to fail'); sys.exit(3)")
     st = backend.wait(ref, timeout=30)
     assert st.terminal and not st.succeeded and st.failure is FailureReason.UNKNOWN
-    assert st.extra["exit_code"] == 3 and "exit code 3" in st.message
+    assert st.extra.exit_code == 3 and "exit code 3" in st.message
     failed = st.phases[3]
     assert failed.name == "Failed" and failed.state == "warning" and f"tau run logs {ref.name}" in (failed.hint or "")
 
@@ -152,7 +152,7 @@ def test_oom_by_resident_memory_is_killed_by_the_supervisor(backend: LocalBacken
     """, compute={"gpus": 0, "memory_limit": "96Mi"})
     st = backend.wait(ref, timeout=60)
     assert st.failure is FailureReason.OOM_KILLED, st
-    assert st.extra["signal"] == "SIGKILL" and "exceeded the limit" in st.message
+    assert st.extra.signal == "SIGKILL" and "exceeded the limit" in st.message
     assert any("exceeds the limit" in line for line in logs(backend, ref))
 
 
@@ -167,7 +167,7 @@ def test_cancel_sends_sigterm_then_sigkill_after_grace(backend: LocalBackend, su
     assert _wait_for_line(backend, ref, "started")
     backend.cancel(ref, wait=True, timeout=4)
     st = backend.wait(ref, timeout=30)
-    assert st.extra["state"] == "Cancelled" and st.extra["signal"] == "SIGKILL", st
+    assert st.extra.state == "Cancelled" and st.extra.signal == "SIGKILL", st
     assert st.phases[3].name == "Cancelled"
     lines = logs(backend, ref)
     assert "got SIGTERM, ignoring" in lines and any("sending SIGKILL" in x for x in lines)
@@ -179,7 +179,7 @@ def test_cancel_of_a_cooperative_run_needs_only_sigterm(backend: LocalBackend, s
     assert _wait_for_line(backend, ref, "started")
     backend.cancel(ref, wait=True, timeout=30)
     st = backend.status(ref)
-    assert st.extra["state"] == "Cancelled" and st.extra["signal"] == "SIGTERM"
+    assert st.extra.state == "Cancelled" and st.extra.signal == "SIGTERM"
 
 
 def test_retry_succeeds_on_the_second_attempt(backend: LocalBackend, submit: Submit) -> None:
@@ -196,19 +196,19 @@ def test_retry_succeeds_on_the_second_attempt(backend: LocalBackend, submit: Sub
     st = backend.wait(ref, timeout=60)
     assert st.succeeded, st
     assert st.attempt == 2 and st.max_attempts == 3
-    attempts = st.extra["attempts"]
-    assert [a["reason"] for a in attempts] == ["OOMKilled", "Completed"]
+    attempts = st.extra.attempts
+    assert [a.reason for a in attempts] == ["OOMKilled", "Completed"]
     lines = logs(backend, ref)
-    out = st.extra["output_dir"]
+    out = st.extra.output_dir
     assert f"attempt 1 2 OOMKilled {out}/checkpoints" in lines, lines
     assert any("failed (OOMKilled) — retrying in 0.1s" in x for x in lines)
-    assert "BackingOff" in [t["state"] for t in st.extra["transitions"]]
+    assert "BackingOff" in [t.state for t in st.extra.transitions]
 
 
 def test_failure_not_in_retry_on_is_not_retried(backend: LocalBackend, submit: Submit) -> None:
     ref = submit("import sys; sys.exit(2)", resilience={"max_retries": 3, "backoff_initial": "10ms"})
     st = backend.wait(ref, timeout=30)
-    assert len(st.extra["attempts"]) == 1
+    assert len(st.extra.attempts) == 1
     assert "Unknown is not in resilience.retry_on [Preempted, Evicted]" in st.message
 
 
@@ -216,7 +216,7 @@ def test_retries_exhausted(backend: LocalBackend, submit: Submit) -> None:
     ref = submit("bytearray(3 * 1024 ** 3)", compute={"gpus": 0, "memory_limit": "64Mi"},
                  resilience={"max_retries": 1, "retry_on": ["OOMKilled"], "backoff_initial": "10ms"})
     st = backend.wait(ref, timeout=30)
-    assert len(st.extra["attempts"]) == 2 and "exhausted all 1 retries" in st.message
+    assert len(st.extra.attempts) == 2 and "exhausted all 1 retries" in st.message
 
 
 def test_each_attempt_is_classified_on_its_own_output(backend: LocalBackend, submit: Submit) -> None:
@@ -228,7 +228,7 @@ def test_each_attempt_is_classified_on_its_own_output(backend: LocalBackend, sub
     """, compute={"gpus": 0, "memory_limit": "64Mi"},
         resilience={"max_retries": 1, "retry_on": ["OOMKilled"], "backoff_initial": "10ms"})
     st = backend.wait(ref, timeout=30)
-    assert [a["reason"] for a in st.extra["attempts"]] == ["OOMKilled", "Unknown"], st
+    assert [a.reason for a in st.extra.attempts] == ["OOMKilled", "Unknown"], st
     assert st.failure is FailureReason.UNKNOWN
 
 
@@ -242,7 +242,7 @@ def test_resume_from_a_checkpoint_after_cancel(backend: LocalBackend, home: Path
     with pytest.raises(ConflictError, match="still running"):
         backend.resume(ref, request)
     backend.cancel(ref, timeout=30)
-    assert backend.status(ref).extra["state"] == "Cancelled"
+    assert backend.status(ref).extra.state == "Cancelled"
     dry = backend.resume(ref, request, dry_run=True)
     assert not dry.created and json.loads(dry.message)["resume_from"].endswith("/checkpoints")
     result = backend.resume(ref, request)
@@ -252,7 +252,7 @@ def test_resume_from_a_checkpoint_after_cancel(backend: LocalBackend, home: Path
     lines = logs(backend, ref)
     resumed = [x for x in lines if x.startswith("resumed from step ")]
     assert resumed and int(resumed[0].split()[3]) >= 4, lines
-    assert len(st.extra["attempts"]) == 2 and st.extra["attempts"][1]["resume_from"].endswith("/checkpoints")
+    assert len(st.extra.attempts) == 2 and str(st.extra.attempts[1].resume_from).endswith("/checkpoints")
     report = json.loads(backend.get(ref, "report.json"))  # type: ignore[arg-type]
     assert report["resumed_from_step"] >= 5
     with pytest.raises(ConflictError, match="nothing to resume"):
@@ -311,7 +311,7 @@ def test_two_concurrent_runs(backend: LocalBackend, submit: Submit) -> None:
     assert sa.succeeded and sb.succeeded
     assert [x for x in logs(backend, a) if not x.startswith("[tau]")] == [f"alpha {i}" for i in range(5)]
     assert [x for x in logs(backend, b) if not x.startswith("[tau]")] == [f"beta {i}" for i in range(5)]
-    assert sa.extra["output_dir"] != sb.extra["output_dir"]
+    assert sa.extra.output_dir != sb.extra.output_dir
     names = [s.ref.name for s in backend.list()]
     assert names[:2] == [b.name, a.name] and all(s.kind == "local" for s in backend.list())
     assert backend.list(queue="some-queue") == []
@@ -347,10 +347,10 @@ def test_lost_supervisor_is_classified_evicted(backend: LocalBackend, submit: Su
     ref = submit("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
     assert _wait_for_line(backend, ref, "started")
     st = backend.status(ref)
-    sup, child = st.extra["supervisor_pid"], st.extra["pid"]
+    sup, child = st.extra.supervisor_pid, st.extra.pid
     os.kill(sup, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while backend.status(ref).extra["state"] != "Failed" and time.monotonic() < deadline:
+    while backend.status(ref).extra.state != "Failed" and time.monotonic() < deadline:
         time.sleep(0.05)
     st = backend.status(ref)
     assert st.failure is FailureReason.EVICTED and "supervisor" in st.message, st
@@ -382,7 +382,7 @@ def test_staged_publication(backend: LocalBackend, submit: Submit) -> None:
         (pathlib.Path(os.environ["TAU_OUTPUT_STAGING_DIR"]) / "adir").mkdir()
     """, storage={"publish": "staged"})
     st = backend.wait(bad, timeout=30)
-    assert not st.succeeded and st.extra["exit_code"] == 126 and "directory" in st.message
+    assert not st.succeeded and st.extra.exit_code == 126 and "directory" in st.message
     with pytest.raises(NotFoundError, match="staged publication"):
         backend.get(bad)
 
@@ -429,14 +429,14 @@ def test_cancel_during_backoff_stops_the_retry_loop(backend: LocalBackend, submi
     ref = submit("bytearray(3 * 1024 ** 3)", compute={"gpus": 0, "memory_limit": "64Mi"},
                  resilience={"max_retries": 3, "retry_on": ["OOMKilled"], "backoff_initial": "5m"})
     deadline = time.monotonic() + 30
-    while backend.status(ref).extra["state"] != "BackingOff":
+    while backend.status(ref).extra.state != "BackingOff":
         assert time.monotonic() < deadline
         time.sleep(0.05)
     backing = backend.status(ref)
     assert not backing.terminal and backing.phases[2].state == "warning" and "retrying in 300s" in backing.message
     backend.cancel(ref, timeout=30)
     st = backend.wait(ref, timeout=30)
-    assert st.extra["state"] == "Cancelled" and len(st.extra["attempts"]) == 1
+    assert st.extra.state == "Cancelled" and len(st.extra.attempts) == 1
 
 
 def test_follow_prints_the_log_then_where_the_evidence_is(backend: LocalBackend, submit: Submit) -> None:
@@ -461,7 +461,7 @@ def test_cli_compatibility_surface(backend: LocalBackend, submit: Submit) -> Non
     """What the lifecycle verbs call beyond the protocol: watch_status, cancel, get(path=, pvc=)."""
     ref = submit("import time\nprint('up', flush=True)\ntime.sleep(0.5)\nprint('down')\n")
     frames = list(backend.watch_status(ref, interval=0.1))
-    assert frames[-1].terminal and frames[-1].succeeded and frames[-1].extra["exists"]
+    assert frames[-1].terminal and frames[-1].succeeded and frames[-1].extra.exists
     assert len(frames) >= 2 and not frames[0].terminal
     assert "already finished" in backend.cancel(ref)
     with pytest.raises(UsageError, match="--path and --pvc"):
@@ -482,14 +482,14 @@ def test_retry_through_the_backend_starts_one_attempt_with_the_retry_environment
     """
     ref = submit(script, resilience={"max_retries": 2, "retry_on": ["Preempted"]})
     first = backend.wait(ref, timeout=30)
-    assert first.extra["exit_code"] == 5 and len(first.extra["attempts"]) == 1
+    assert first.extra.exit_code == 5 and len(first.extra.attempts) == 1
     config_path = Path(backend.find(ref.name).request()["config_path"])  # type: ignore[union-attr]
     request = SubmitRequest(name="job", config={"entrypoint": "../script.py", "resilience": {"max_retries": 2}},
                             objects=[], context={}, config_path=config_path)
     result = backend.retry(ref, request, attempt=1, reason=FailureReason.PREEMPTED)
     assert result.ref == ref
     st = backend.wait(ref, timeout=30)
-    assert st.succeeded and len(st.extra["attempts"]) == 2, st
+    assert st.succeeded and len(st.extra.attempts) == 2, st
     assert "env 1 2 Preempted" in logs(backend, ref)
     with pytest.raises(ConflictError, match="nothing to resume"):
         backend.resume(ref, request)

@@ -70,7 +70,7 @@ def test_watch_ends_when_the_run_settles_without_another_change(backend: LocalBa
         while not frames:
             assert time.monotonic() < deadline, "no first frame"
             time.sleep(0.05)
-        assert not frames[0].terminal and frames[0].extra["state"] == "Succeeded"
+        assert not frames[0].terminal and frames[0].extra.state == "Succeeded"
         if settle == "evidence written":
             run.update(lambda r: r.update(evidence_done=True))
         else:
@@ -103,7 +103,7 @@ def test_watch_ends_when_the_supervisor_dies_mid_attempt(backend: LocalBackend) 
         assert not thread.is_alive(), "watch_status still polling after the supervisor died"
         last = frames[-1]
         assert last.terminal and last.failure is FailureReason.EVICTED, last
-        assert last.extra["attempts"][-1]["interrupted"] and f"pid {procs[1].pid}" in last.extra["attempts"][-1]["message"]
+        assert last.extra.attempts[-1].interrupted and f"pid {procs[1].pid}" in last.extra.attempts[-1].message
     finally:
         for proc in procs:
             proc.kill()
@@ -117,7 +117,7 @@ def test_watch_ends_after_the_callers_timeout(backend: LocalBackend) -> None:
         frames, thread = _watch_in_thread(backend, ref, timeout=0.5)
         thread.join(timeout=30)
         assert not thread.is_alive(), "watch_status ignored its timeout"
-        assert frames and not frames[-1].terminal and frames[-1].extra["state"] == "Running"
+        assert frames and not frames[-1].terminal and frames[-1].extra.state == "Running"
     finally:
         for proc in procs:
             proc.kill()

@@ -122,7 +122,7 @@ def test_a_head_that_exits_at_start_fails_the_attempt_with_its_log(home: Path,
     backend = LocalBackend()
     ref = backend.submit(request(home / "p")).ref
     st = backend.wait(ref, timeout=60)
-    assert not st.succeeded and st.extra["state"] == "Failed", st
+    assert not st.succeeded and st.extra.state == "Failed", st
     run = backend.find(ref.name)
     assert run is not None
     assert f"the local Ray head exited with code 3 (see {run.path / 'ray-head.log'})" in st.message, st.message

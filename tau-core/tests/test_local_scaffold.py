@@ -31,7 +31,7 @@ def test_scaffold_writes_a_runnable_local_repository(tmp_path: Path, monkeypatch
                                        config_path=repo / "tau" / "smoke.yaml")).ref
     st = backend.wait(ref, timeout=60)
     assert st.succeeded, st
-    out = Path(st.extra["output_dir"])
+    out = Path(st.extra.output_dir)
     assert len(list((out / "metrics").glob("chunk-*.jsonl"))) == 2
     assert json.loads((out / "report.json").read_text())["steps"] == 2
     assert backend.status(RunRef(name="smoke", backend="local")).ref == ref

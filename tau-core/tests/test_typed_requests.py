@@ -104,3 +104,21 @@ def test_submit_request_config_is_the_typed_run_config() -> None:
     assert checkpoint_path("r", partial.config) == "/data/checkpoints/finetunes/r"
     with pytest.raises(ConfigError, match="does not match the field catalog"):
         SubmitRequest(name="r", config={"resilience": {"retries": 2}}, objects=[], context={})
+
+
+def test_run_status_details_are_typed_and_a_mapping_is_converted_at_the_edge() -> None:
+    from tau_core.lifecycle.base import RunRef, RunStatus
+    from tau_core.lifecycle.details import LocalAttempt, PendingRetry, PodSummary, StatusDetails
+
+    st = RunStatus(RunRef("r"), "AcmeJob", [], True, False, extra={
+        "exists": True, "queue": "q", "retry_pending": {"owner": "cli", "attempt": 2, "max": 3, "inSeconds": 4},
+        "pods": [{"name": "p", "containers": ["main"]}], "attempts": [{"attempt": 1, "reason": "OOMKilled",
+                                                                        "exit_code": 137, "later": "dropped"}],
+        "not-a-field": 1})
+    assert isinstance(st.extra, StatusDetails) and st.extra.exists and st.extra.queue == "q"
+    assert st.extra.retry_pending == PendingRetry(owner="cli", attempt=2, max=3, in_seconds=4.0)
+    assert st.extra.pods == (PodSummary(name="p", containers=("main",)),)
+    assert st.extra.attempts == (LocalAttempt(attempt=1, reason="OOMKilled", exit_code=137),)
+    assert RunStatus(RunRef("r"), "Job", [], False, False).extra == StatusDetails()  # nothing said: all unset
+    typed = StatusDetails(state="Running")
+    assert RunStatus(RunRef("r"), "local", [], False, False, extra=typed).extra is typed

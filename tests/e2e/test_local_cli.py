@@ -78,8 +78,10 @@ class Local:
                 "phases": [(p["name"], p["state"]) for p in doc["phases"]], "extra": extra}
 
     def _extra(self, run: str) -> dict[str, Any]:
+        import attrs
+
         from tau_core.backends.local.backend import LocalBackend
-        return LocalBackend(env=self.env).status(_ref(run)).extra
+        return attrs.asdict(LocalBackend(env=self.env).status(_ref(run)).extra)  # the typed details, as plain data
 
     def wait(self, run: str, timeout: float = 60) -> dict[str, Any]:
         proc = self.tau("run", "status", run, "--watch", "--interval", "200ms", check=False, timeout=timeout)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from tau_core.errors import TauError
+from tau_core.lifecycle.details import StatusDetails
 
 if TYPE_CHECKING:
     from tau_core.config.run_model import RunConfig
@@ -70,7 +71,12 @@ class RunStatus:
     attempt: int | None = None  # 1-based; None when the run never retried
     max_attempts: int | None = None
     message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: StatusDetails = field(default_factory=StatusDetails)
+    """What the backend observed beyond the phase tree (typed; every field optional). A plain mapping given
+    at construction is converted once, here, at the edge (:meth:`StatusDetails.from_mapping`)."""
+
+    def __post_init__(self) -> None:
+        self.extra = StatusDetails.from_mapping(self.extra)
 
 
 @dataclass

@@ -75,20 +75,17 @@ class StatusTree:
     @classmethod
     def from_status(cls, st: RunStatus) -> StatusTree:
         extra = st.extra
-        pending = extra.get("retry_pending")
-        retry = RetryView(str(pending["owner"]), int(pending["attempt"]), int(pending["max"]),
-                          pending["inSeconds"]) if pending else None
+        pending = extra.retry_pending
+        retry = RetryView(pending.owner, pending.attempt, pending.max, pending.in_seconds) if pending else None
         return cls(
             name=st.ref.name, namespace=st.ref.namespace, context=st.ref.context, workspace=st.ref.workspace,
-            kind=st.kind, queue=extra.get("queue"), terminal=st.terminal, succeeded=st.succeeded,
+            kind=st.kind, queue=extra.queue, terminal=st.terminal, succeeded=st.succeeded,
             failure=st.failure.value if st.failure else None,
-            failure_evidence=extra.get("failure_evidence") or None, attempt=st.attempt, max_retries=st.max_attempts,
+            failure_evidence=extra.failure_evidence or None, attempt=st.attempt, max_retries=st.max_attempts,
             retry=retry, message=st.message,
             phases=tuple(PhaseView(p.name, p.state, p.detail, p.hint, p.elapsed_seconds) for p in st.phases),
-            pods=tuple(PodView(p.get("name"), p.get("phase"), p.get("node"), tuple(p.get("containers") or ()),
-                               int(p.get("restarts") or 0)) for p in extra.get("pods") or []),
-            diagnostic_commands=tuple(extra.get("diagnostic_commands") or ()),
-            run_profile=extra.get("run_profile"))
+            pods=tuple(PodView(p.name, p.phase, p.node, p.containers, p.restarts) for p in extra.pods),
+            diagnostic_commands=extra.diagnostic_commands, run_profile=extra.run_profile)
 
     def to_json(self) -> dict[str, Any]:
         """The ``-o json`` document."""

@@ -177,8 +177,8 @@ def status_text(st: RunStatus, *, hints: bool = False) -> str:
         head += f"  attempt {st.attempt}/{st.max_attempts}"
     lines = [head]
     meta = []
-    if st.extra.get("queue"):
-        meta.append(f"Queue: {st.extra['queue']}")
+    if st.extra.queue:
+        meta.append(f"Queue: {st.extra.queue}")
     if st.ref.workspace:
         meta.append(f"Workspace: {st.ref.workspace}")
     if meta:
@@ -187,23 +187,23 @@ def status_text(st: RunStatus, *, hints: bool = False) -> str:
     if st.terminal:
         lines.append(f"Result: {'succeeded' if st.succeeded else 'failed'}"
                      + (f" ({st.failure.value})" if st.failure else ""))
-        if st.failure and "failure_evidence" in st.extra:
-            evidence = st.extra["failure_evidence"] or "none observed (the cluster recorded no cause)"
+        if st.failure and st.extra.evidence_checked:
+            evidence = st.extra.failure_evidence or "none observed (the cluster recorded no cause)"
             lines.append(f"Evidence: {evidence}")
-        pending = st.extra.get("retry_pending")
+        pending = st.extra.retry_pending
         if pending:
-            owner = "the Tau controller" if pending["owner"] == "controller" else "the submitting tau run"
-            lines.append(f"Retry: attempt {pending['attempt']}/{pending['max']}, retrying in "
-                         f"{pending['inSeconds']:g}s (owned by {owner})")
+            owner = "the Tau controller" if pending.owner == "controller" else "the submitting tau run"
+            lines.append(f"Retry: attempt {pending.attempt}/{pending.max}, retrying in "
+                         f"{pending.in_seconds:g}s (owned by {owner})")
     elif st.message:
         lines.append(st.message)
-    if st.extra.get("run_profile"):
+    if st.extra.run_profile:
         from tau_core.run_profile import render
 
-        lines.extend(render(st.extra["run_profile"]))
-    if hints and st.extra.get("diagnostic_commands"):
+        lines.extend(render(st.extra.run_profile))
+    if hints and st.extra.diagnostic_commands:
         lines.append("Diagnostic commands (run them yourself; Tau does not proxy metrics or exec):")
-        lines.extend(f"  {c}" for c in st.extra["diagnostic_commands"])
+        lines.extend(f"  {c}" for c in st.extra.diagnostic_commands)
     return "\n".join(lines)
 
 
@@ -275,7 +275,7 @@ def status(name: str, namespace: str | None, workspace: str | None, context: str
             emit(status_doc(st), "json")
         else:
             click.echo(status_text(st, hints=diagnostic_hints))
-        if not st.extra.get("exists"):
+        if not st.extra.exists:
             sys.exit(1)
         return
     _watch(backend, ref, seconds, max_iterations, run_profile)
@@ -313,7 +313,7 @@ def _watch(backend: ExecutionBackend, ref: RunRef, interval: float, max_iteratio
     if last is not None and _startup_failed(last):
         raise TauError(f"startup phase failed for {where}", hint=f"tau logs {ref.name}; tau run status {ref.name} "
                                                                    "--diagnostic-hints")
-    if last is not None and not last.extra.get("exists"):
+    if last is not None and not last.extra.exists:
         raise TauError(f"no Job or RayJob named \"{ref.name}\" in namespace {last.ref.namespace}",
                        hint="check the name with `tau run list`")
 

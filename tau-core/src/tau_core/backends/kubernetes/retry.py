@@ -60,7 +60,7 @@ class Retry(Submit, Watch):
                     if st.attempt:
                         self.record_retry_outcome(ref, outcome="succeeded", attempt=st.attempt,
                                                   max_retries=policy.max_retries,
-                                                  reason=_reason(st.extra.get("retry_reason")))
+                                                  reason=_reason(st.extra.retry_reason))
                     return st
                 self._retry_failed(ref, request, policy, st, say)
         except KeyboardInterrupt:

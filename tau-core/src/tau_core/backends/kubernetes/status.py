@@ -22,6 +22,7 @@ from tau_core.aio import gather
 from tau_core.classification import attempt_pod_events, settled, verdict
 from tau_core.kube import KubeApiError, KubeSession, api_path, kubeconfig_paths
 from tau_core.lifecycle.base import RunRef, RunStatus, RunSummary
+from tau_core.lifecycle.details import PendingRetry, PodSummary, StatusDetails
 from tau_core.status_tree import Snapshot, phases, terminal_state
 
 from .objects import (
@@ -135,24 +136,19 @@ class Status(Targeting):
             failure=failure, attempt=attempt if attempt else None, max_attempts=max_attempts if attempt else None,
             message=message,
         )
-        st.extra = {
-            "namespace": snap.namespace,
-            "context": context,
-            "server": server,
-            "queue": _labels(workload).get(keys.KUEUE_QUEUE_NAME) or target.queue,
-            "workspace": target.workspace,
-            "exists": workload is not None,
-            "config_hash": ann.get(keys.CONFIG_HASH),
-            "submission_id": ann.get(keys.SUBMISSION_ID),
-            "retry_reason": ann.get(RETRY_REASON),
-            "failure_evidence": found.evidence if found else None,
-            "retry_owner": ann.get(keys.RETRY_OWNER),
-            "retry_pending": _pending_retry(workload, terminal=terminal, succeeded=succeeded, failure=failure,
-                                            now=snap.now),
-            "pods": [_pod_summary(p) for p in snap.pods],
-            "workloads": [_meta(w).get("name") for w in snap.workloads],
-            "diagnostic_commands": diagnostic_commands(snap, context, self.kubeconfig),
-        }
+        st.extra = StatusDetails(
+            namespace=snap.namespace, context=context, server=server,
+            queue=_labels(workload).get(keys.KUEUE_QUEUE_NAME) or target.queue, workspace=target.workspace,
+            exists=workload is not None, config_hash=ann.get(keys.CONFIG_HASH),
+            submission_id=ann.get(keys.SUBMISSION_ID), retry_reason=ann.get(RETRY_REASON),
+            failure_evidence=found.evidence if found else None, evidence_checked=True,
+            retry_owner=ann.get(keys.RETRY_OWNER),
+            retry_pending=_pending_retry(workload, terminal=terminal, succeeded=succeeded, failure=failure,
+                                         now=snap.now),
+            pods=tuple(_pod_summary(p) for p in snap.pods),
+            workloads=tuple(str(_meta(w).get("name")) for w in snap.workloads),
+            diagnostic_commands=tuple(diagnostic_commands(snap, context, self.kubeconfig)),
+        )
         return st
 
     async def status_async(self, session: KubeSession, ref: RunRef, target: ResolvedTarget | None = None,
@@ -163,7 +159,7 @@ class Status(Targeting):
         if run_profile and snap.workload is not None:
             from tau_core.run_profile import run_profile as profile_of
 
-            status.extra["run_profile"] = await profile_of(session, snap)
+            status.extra.run_profile = await profile_of(session, snap)
         return status
 
     def status(self, ref: RunRef, *, run_profile: bool = False) -> RunStatus:
@@ -244,21 +240,23 @@ def _summary_state(obj: Obj, kind: str) -> str:
     return str(status.get("jobStatus") or status.get("jobDeploymentStatus") or "Pending").title()
 
 
-def _pending_retry(workload: Obj | None, **kwargs: Any) -> dict[str, Any] | None:
+def _pending_retry(workload: Obj | None, **kwargs: Any) -> PendingRetry | None:
     from tau_core.backends.retry_owner import pending_retry
 
-    return pending_retry(workload, **kwargs)
+    pending = pending_retry(workload, **kwargs)
+    if not pending:
+        return None
+    return PendingRetry(owner=str(pending["owner"]), attempt=int(pending["attempt"]), max=int(pending["max"]),
+                        in_seconds=float(pending["inSeconds"]))
 
 
-def _pod_summary(pod: Obj) -> dict[str, Any]:
+def _pod_summary(pod: Obj) -> PodSummary:
     status = pod.get("status") or {}
-    return {
-        "name": _meta(pod).get("name"),
-        "phase": status.get("phase"),
-        "node": (pod.get("spec") or {}).get("nodeName"),
-        "containers": [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []],
-        "restarts": sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []),
-    }
+    return PodSummary(
+        name=_meta(pod).get("name"), phase=status.get("phase"), node=(pod.get("spec") or {}).get("nodeName"),
+        containers=tuple(c.get("name") for c in (pod.get("spec") or {}).get("containers") or []),
+        restarts=sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []),
+    )
 
 
 def diagnostic_commands(snap: Snapshot, context: str, kubeconfig: str | None = None) -> list[str]:

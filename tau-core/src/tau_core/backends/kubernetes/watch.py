@@ -48,7 +48,7 @@ class Watch(Status):
         while last is None or not last.terminal:
             for st in self.watch_status(ref, interval=0.0):
                 last = st
-            if last is not None and not last.extra.get("exists"):
+            if last is not None and not last.extra.exists:
                 raise NotFoundError(f"{ref.namespace}/{ref.name} disappeared while waiting for it",
                                     hint="it was deleted (cancelled?); nothing is retried")
         return last
@@ -96,7 +96,7 @@ class Watch(Status):
             if run_profile and current.workload is not None:
                 from tau_core.run_profile import run_profile as profile_of
 
-                status.extra["run_profile"] = await profile_of(session, current)
+                status.extra.run_profile = await profile_of(session, current)
             self.last_requests = session.requests
             await emit(status)
         return status

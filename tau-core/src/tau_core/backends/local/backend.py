@@ -209,7 +209,7 @@ class LocalBackend:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             st = self.status(ref)
-            if st.terminal and (st.extra.get("evidence_done") or not st.extra.get("supervisor_alive")):
+            if st.terminal and (st.extra.evidence_done or not st.extra.supervisor_alive):
                 return st
             if deadline is not None and time.monotonic() >= deadline:
                 return st
@@ -226,7 +226,7 @@ class LocalBackend:
         while True:
             st = self.status(ref)
             done = st.terminal
-            key = (done, st.extra.get("state"), st.attempt, tuple((p.name, p.state, p.detail) for p in st.phases))
+            key = (done, st.extra.state, st.attempt, tuple((p.name, p.state, p.detail) for p in st.phases))
             now = time.monotonic()
             expired = deadline is not None and now >= deadline
             if expired or (key != last_key and (frames == 0 or done or now - last_at >= interval)):

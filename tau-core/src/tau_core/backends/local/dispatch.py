@@ -72,7 +72,7 @@ def cluster_twin_probe(name: str, target_factory: Callable[[], Any]) -> Callable
             return None
         except TauError:
             return None  # the cluster cannot say: the local run stands
-        if not st.extra.get("exists", True):
+        if st.extra.exists is False:
             return None
         return f"{st.ref.namespace}/{name}" if st.ref.namespace else name
 

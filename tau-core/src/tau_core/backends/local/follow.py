@@ -16,15 +16,15 @@ def summary_lines(st: RunStatus) -> list[str]:
     """The closing block: outcome, output directory, logs, and the Stellar page (or why there is none)."""
     extra = st.extra
     name = st.ref.name
-    outcome = {"Succeeded": "succeeded", "Failed": "failed", "Cancelled": "was cancelled"}.get(extra.get("state", ""),
+    outcome = {"Succeeded": "succeeded", "Failed": "failed", "Cancelled": "was cancelled"}.get(extra.state or "",
                                                                                             "is still running")
     lines = [f"Run {name} {outcome}" + (f": {st.message}" if st.message and not st.succeeded else "")]
-    lines.append(f"Output:  {extra.get('output_dir')}")
+    lines.append(f"Output:  {extra.output_dir}")
     lines.append(f"Logs:    tau logs {name}")
-    stellar = extra.get("stellar")
+    stellar = extra.stellar
     if stellar:
         lines.append(f"Stellar: {stellar}")
-        lines.append(f"         taugrid-portal experiment stellar {name} --store {extra.get('store')}")
+        lines.append(f"         taugrid-portal experiment stellar {name} --store {extra.store}")
     else:
         evidence = next((p for p in st.phases if p.name == "Evidence"), None)
         if evidence is not None and evidence.state == "skipped":

@@ -8,6 +8,7 @@ from typing import Any
 from tau_core.backends.local import oom
 from tau_core.backends.local.registry import TERMINAL, RunDir, parse_iso
 from tau_core.lifecycle.base import FailureReason, Phase, RunRef, RunStatus
+from tau_core.lifecycle.details import LocalAttempt, StatusDetails, Transition
 
 BACKEND = "local"
 KIND = "local"
@@ -117,20 +118,25 @@ def _failure(record: dict[str, Any]) -> FailureReason:
     return FailureReason.UNKNOWN if state == "Cancelled" else FailureReason.RUNNING
 
 
-def _extra(run: RunDir, record: dict[str, Any], evidence: dict[str, Any], sup_alive: bool) -> dict[str, Any]:
+def _extra(run: RunDir, record: dict[str, Any], evidence: dict[str, Any], sup_alive: bool) -> StatusDetails:
     attempts = record.get("attempts") or []
     last = attempts[-1] if attempts else {}
-    return {
-        "backend": BACKEND, "exists": True, "state": str(record.get("state")), "run_dir": str(run.path),
-        "output_dir": record.get("output_dir"),
-        "log_path": record.get("log_path"), "exit_code": record.get("exit_code", last.get("exit_code")),
-        "signal": record.get("signal", last.get("signal")), "pid": (record.get("child") or {}).get("pid"),
-        "supervisor_pid": (record.get("supervisor") or {}).get("pid"), "supervisor_alive": sup_alive,
-        "evidence_done": bool(record.get("evidence_done")), "stellar": evidence.get("stellar"),
-        "store": evidence.get("store"), "created_at": record.get("created_at"),
-        "finished_at": record.get("finished_at"), "name": record.get("name"),
-        "attempts": attempts, "transitions": record.get("transitions") or [],
-    }
+    exit_code, signal = record.get("exit_code", last.get("exit_code")), record.get("signal", last.get("signal"))
+    return StatusDetails(
+        backend=BACKEND, exists=True, state=str(record.get("state")), run_dir=str(run.path),
+        output_dir=_text(record.get("output_dir")), log_path=_text(record.get("log_path")),
+        exit_code=None if exit_code is None else int(exit_code), signal=_text(signal),
+        pid=(record.get("child") or {}).get("pid"), supervisor_pid=(record.get("supervisor") or {}).get("pid"),
+        supervisor_alive=sup_alive, evidence_done=bool(record.get("evidence_done")),
+        stellar=_text(evidence.get("stellar")), store=_text(evidence.get("store")),
+        created_at=_text(record.get("created_at")), finished_at=_text(record.get("finished_at")),
+        name=_text(record.get("name")), attempts=tuple(LocalAttempt.from_record(a) for a in attempts),
+        transitions=tuple(Transition.from_record(t) for t in record.get("transitions") or []),
+    )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def build_status(run: RunDir, record: dict[str, Any], evidence: dict[str, Any]) -> RunStatus:
