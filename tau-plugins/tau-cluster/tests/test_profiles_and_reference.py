@@ -31,6 +31,10 @@ def test_export_round_trips_and_refuses_untrusted_status(tau_cli, env_for, live,
     assert catalog.generation == 1 and len(catalog.profiles) == 17
     serving = {p.name: p for p in catalog.typed() if "serving" in p.lanes}
     assert sorted(serving) == ["azure.research.serving.2node", "azure.research.serving.gpu"]
+    from tau_core.workspace.profiles import multinode_rayservice
+
+    assert multinode_rayservice(serving["azure.research.serving.2node"], 2).allowed  # the chart's multi-node one
+    assert "placement independent" in multinode_rayservice(serving["azure.research.serving.gpu"], 2).reason
     assert [p["name"] for p in catalog.profiles] == sorted(p["name"] for p in catalog.profiles)
     again = tau_cli("cluster", "profiles", "export")
     assert again.stdout == target.read_text()  # deterministic
