@@ -1,0 +1,192 @@
+"""`tau serve` end to end against the simulated TauGrid cluster, as the researcher, through the CLI.
+
+The simulator runs the KubeRay RayService controller, the Deployment controller (with the scale
+subresource) and Kueue's pod integration; `kubectl` (the real binary) reads the same objects.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tau_core.config.profiles import profile_set_hash
+
+IMAGE = "registry.example.com/serve/llm@sha256:" + "a" * 64
+NS = "aurora"
+
+
+@pytest.fixture
+def tls_grid(tmp_path: Path, tau_env: dict[str, str | None]) -> Iterator[Any]:
+    """The TauGrid scenario served over TLS (kubectl sends a bearer token only over HTTPS)."""
+    from tau_testing.sim import SimCluster
+    from tau_testing.sim.scenarios.taugrid import RESEARCHER, TauGridScenario
+
+    cluster = SimCluster(clock="fake", tls=True).start()
+    try:
+        grid = TauGridScenario.install(cluster, tmp_path / "volume")
+        grid.kubeconfig = cluster.write_kubeconfig(tmp_path / "kube" / "config", user=RESEARCHER)
+        tau_env["KUBECONFIG"] = str(grid.kubeconfig)
+        yield grid
+    finally:
+        cluster.stop()
+
+
+def deploy_args(name: str, *extra: str) -> list[str]:
+    return ["serve", "deploy", name, "--profile", "cpu-small", "--image", IMAGE, "-n", NS, *extra]
+
+
+def get(grid: Any, api: str, kind: str, name: str) -> dict[str, Any] | None:
+    return grid.cluster.store.get(api, kind, NS, name)
+
+
+def status_json(tau_cli: Any, name: str, kind: str) -> dict[str, Any]:
+    result = tau_cli("serve", "status", name, "--kind", kind, "-n", NS, "-o", "json")
+    assert result.exit_code == 0, result
+    return json.loads(result.stdout)
+
+
+def serve_config(obj: dict[str, Any]) -> dict[str, Any]:
+    return yaml.safe_load(obj["spec"]["serveConfigV2"])
+
+
+def test_rayservice_deploys_becomes_ready_scales_via_serve_config_and_is_deleted(
+        taugrid_cluster: Any, tau_cli: Any) -> None:
+    result = tau_cli(*deploy_args("llm", "--replicas", "2", "--checkpoint", "llm/step-100"))
+    assert result.exit_code == 0, result
+    assert "deployed service llm (kind=rayservice, profile=cpu-small" in result.stdout
+    assert "track: tau serve status llm -n aurora --kind rayservice" in result.stdout
+    service = get(taugrid_cluster, "ray.io/v1", "RayService", "llm")
+    assert service is not None
+    assert service["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "jobqueue"
+    assert serve_config(service)["applications"][0]["deployments"][0]["num_replicas"] == 2
+    head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert {"name": "TAU_MODEL_PATH", "value": "/data/checkpoints/llm/step-100"} in head["env"]
+
+    taugrid_cluster.cluster.advance(60)
+    ready = status_json(tau_cli, "llm", "rayservice")
+    assert ready["ready"] is True and ready["status"] == "Running" and ready["endpoints"] >= 1
+    table = tau_cli("serve", "status", "llm", "-n", NS)
+    assert table.stdout.split("\n")[0].split() == ["NAME", "STATUS", "READY", "AGE"]
+    watched = tau_cli("serve", "status", "llm", "-n", NS, "--watch", "--timeout", "5")
+    assert watched.exit_code == 0 and "llm: Ready" in watched.stdout
+
+    scaled = tau_cli("serve", "scale", "llm", "--replicas", "4", "-n", NS)
+    assert scaled.exit_code == 0, scaled
+    service = get(taugrid_cluster, "ray.io/v1", "RayService", "llm")
+    assert service is not None
+    assert serve_config(service)["applications"][0]["deployments"][0]["num_replicas"] == 4
+    assert status_json(tau_cli, "llm", "rayservice")["replicas"] == 4
+    negative = tau_cli("serve", "scale", "llm", "--replicas", "-1", "-n", NS)
+    assert negative.exit_code == 2 and "--replicas" in negative.stderr
+
+    for _ in range(2):  # idempotent
+        deleted = tau_cli("serve", "delete", "llm", "-n", NS)
+        assert deleted.exit_code == 0, deleted
+    assert get(taugrid_cluster, "ray.io/v1", "RayService", "llm") is None
+
+
+def test_deployment_with_service_probes_and_hpa_deploys_scales_and_deletes(
+        tls_grid: Any, tau_cli: Any, kubectl_bin: Path, tmp_path: Path) -> None:
+    taugrid_cluster = tls_grid
+    args = deploy_args("web", "--kind", "deployment", "--deployment-port", "8080", "--service-port", "80",
+                       "--readiness-path", "/ready", "--max-replicas", "3", "--min-replicas", "1",
+                       "--command", "python", "--command", "-m", "--command", "server")
+    result = tau_cli(*args)
+    assert result.exit_code == 0, result
+    for api, kind in (("apps/v1", "Deployment"), ("v1", "Service"), ("autoscaling/v2", "HorizontalPodAutoscaler")):
+        assert get(taugrid_cluster, api, kind, "web") is not None, kind
+    taugrid_cluster.cluster.advance(60)
+    ready = status_json(tau_cli, "web", "deployment")
+    assert ready["ready"] is True and ready["ready_replicas"] == ready["desired"] == 1
+
+    before = get(taugrid_cluster, "apps/v1", "Deployment", "web")
+    assert before is not None
+    again = tau_cli(*args)  # a redeploy of the same intent changes nothing
+    assert again.exit_code == 0, again
+    after = get(taugrid_cluster, "apps/v1", "Deployment", "web")
+    assert after is not None
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+    assert tau_cli("serve", "scale", "web", "--kind", "deployment", "--replicas", "2", "-n", NS).exit_code == 0
+    taugrid_cluster.cluster.advance(60)
+    scaled = status_json(tau_cli, "web", "deployment")
+    assert scaled["desired"] == 2 and scaled["ready_replicas"] == 2
+
+    seen = subprocess.run([str(kubectl_bin), "get", "deployment,service,hpa", "-n", NS, "-o", "name"],
+                          capture_output=True, text=True, check=False,
+                          env={"KUBECONFIG": str(taugrid_cluster.kubeconfig), "HOME": str(tmp_path),
+                               "PATH": "/usr/bin:/bin"})
+    assert seen.returncode == 0, seen.stderr
+    assert {"deployment.apps/web", "service/web", "horizontalpodautoscaler.autoscaling/web"} <= set(
+        seen.stdout.split())
+
+    assert tau_cli("serve", "delete", "web", "--kind", "deployment", "-n", NS).exit_code == 0
+    for api, kind in (("apps/v1", "Deployment"), ("v1", "Service"), ("autoscaling/v2", "HorizontalPodAutoscaler")):
+        assert get(taugrid_cluster, api, kind, "web") is None, kind
+    gone = tau_cli("serve", "delete", "web", "--kind", "deployment", "-n", NS)
+    assert gone.exit_code == 0 and "already gone" in gone.stdout
+
+
+def test_namespace_without_default_local_queue_gets_the_onboarding_error(taugrid_cluster: Any, tau_cli: Any) -> None:
+    taugrid_cluster.cluster.store.delete("kueue.x-k8s.io/v1beta2", "LocalQueue", NS, "jobqueue")
+    result = tau_cli(*deploy_args("llm"))
+    assert result.exit_code == 1
+    assert 'namespace "aurora" is not onboarded for serving' in result.stderr
+    assert "platform team" in result.stderr
+    assert get(taugrid_cluster, "ray.io/v1", "RayService", "llm") is None
+
+
+def test_stale_profile_set_is_refused(taugrid_cluster: Any, tau_cli: Any) -> None:
+    store = taugrid_cluster.cluster.store
+    tau_cluster = store.get("tau.azure.com/v1alpha1", "TauCluster", "", "cluster")
+    tau_cluster["spec"]["workspaceDefaults"] = {"defaultQueue": "other"}  # a new generation, status not yet
+    store.update(tau_cluster)
+    result = tau_cli(*deploy_args("llm"))
+    assert result.exit_code == 1 and "stale" in result.stderr
+    unknown = tau_cli(*deploy_args("llm")[:-2], "-n", NS, "--profile", "nope")
+    assert unknown.exit_code != 0
+
+
+@pytest.mark.parametrize(("extra", "flag"), [
+    (["--checkpoint", "../../etc/passwd"], "--checkpoint"),
+    (["--volume", "cache=emptyDir", "--mount", "other:/cache"], "--mount"),
+    (["--replicas", "2", "--max-replicas", "3"], "--max-replicas"),
+    (["--kind", "deployment", "--shm-size", "1Gi"], "--shm-size"),
+    (["--command", "python"], "--command"),
+    (["--checkpoint", "x", "--from-model", "llm:prod"], "--checkpoint"),
+])
+def test_hostile_input_is_a_usage_error_naming_the_flag(taugrid_cluster: Any, tau_cli: Any, extra: list[str],
+                                                       flag: str) -> None:
+    result = tau_cli(*deploy_args("llm"), *extra)
+    assert result.exit_code == 2, result.stderr
+    assert flag in result.stderr
+
+
+def test_unpinned_image_is_a_usage_error(taugrid_cluster: Any, tau_cli: Any) -> None:
+    result = tau_cli("serve", "deploy", "llm", "--profile", "cpu-small", "--image", "python:3.12", "-n", NS)
+    assert result.exit_code == 2 and "--image" in result.stderr and "pinned" in result.stderr
+
+
+def test_offline_client_dry_run_from_a_snapshot(tmp_path: Path, tau_cli: Any) -> None:
+    from tau_testing.sim.scenarios.taugrid import objects
+
+    cluster = next(o for o in objects() if o["kind"] == "TauCluster")
+    profiles = cluster["status"]["workloadProfiles"]["profiles"]
+    snapshot = tmp_path / "profiles.yaml"
+    snapshot.write_text(yaml.safe_dump({"apiVersion": "tau.azure.com/v1alpha1", "kind": "TauWorkloadProfileSnapshot",
+                                        "tauClusterGeneration": 1, "profileSetHash": profile_set_hash(profiles),
+                                        "profiles": profiles}))
+    result = tau_cli(*deploy_args("llm", "--dry-run=client", "--workload-profile-snapshot", str(snapshot),
+                                  "--env-secret", "HF_TOKEN=hf-secret:token"))
+    assert result.exit_code == 0, result
+    assert "offline client dry-run: snapshot profile" in result.stderr
+    rendered = yaml.safe_load(result.stdout)
+    assert rendered["kind"] == "RayService" and "hf-secret" not in result.stdout
+    server = tau_cli(*deploy_args("llm", "--dry-run=server", "--workload-profile-snapshot", str(snapshot)))
+    assert server.exit_code == 2 and "--workload-profile-snapshot requires --dry-run=client" in server.stderr
