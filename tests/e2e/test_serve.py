@@ -190,3 +190,62 @@ def test_offline_client_dry_run_from_a_snapshot(tmp_path: Path, tau_cli: Any) ->
     assert rendered["kind"] == "RayService" and "hf-secret" not in result.stdout
     server = tau_cli(*deploy_args("llm", "--dry-run=server", "--workload-profile-snapshot", str(snapshot)))
     assert server.exit_code == 2 and "--workload-profile-snapshot requires --dry-run=client" in server.stderr
+
+
+class VolumeShell:
+    """Runs the registry helper pod's own shell script with its PVC mount mapped onto the scenario's volume
+    (the simulator runs no containers; the host's sh/coreutils stand in for busybox)."""
+
+    def __init__(self, volume: Path) -> None:
+        self.volume = volume
+        self.done: dict[str, list[str]] = {}
+
+    def __call__(self, pod: dict[str, Any], container: str) -> list[str]:
+        import os
+
+        uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
+        if uid not in self.done:
+            spec = pod["spec"]["containers"][0]
+            env = {e["name"]: e.get("value", "") for e in spec.get("env", [])}
+            mount = spec["volumeMounts"][0]["mountPath"]
+            env["TAU_PVC_ROOT"] = str(self.volume) + env["TAU_PVC_ROOT"][len(mount):]
+            out = subprocess.run(spec["command"], env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+                                 text=True, timeout=60, check=False)
+            self.done[uid] = out.stdout.splitlines()
+        return self.done[uid]
+
+
+def test_deploy_from_a_finetune_checkpoint_and_from_a_model_alias(taugrid_cluster: Any, tau_cli: Any) -> None:
+    from tau_core.storage.pvchelper import APP
+    from tau_testing.sim.scripts import PodScript, scripts_of
+
+    scripts_of(taugrid_cluster.cluster).add({"app": APP}, PodScript(run_seconds=0,
+                                                                    logs=VolumeShell(taugrid_cluster.volume)))
+    run_dir = "checkpoints/finetunes/ft-a"
+    taugrid_cluster.write(f"{run_dir}/artifacts.json", json.dumps({"artifacts": [
+        {"name": "step-100", "path": "artifacts/step-100"},
+        {"name": "final", "path": "artifacts/final", "default": True}]}))
+    taugrid_cluster.write(f"{run_dir}/artifacts/final/model.bin", b"w")
+    taugrid_cluster.write("model-registry/models/llama/runs/ft-a.json", json.dumps({
+        "run": "ft-a", "model": "llama", "registry_path": f"/data/{run_dir}",
+        "artifacts": [{"name": "final", "path": "artifacts/final", "default": True}]}))
+    taugrid_cluster.write("model-registry/models/llama/aliases/prod.json", json.dumps({
+        "model": "llama", "alias": "prod", "run": "ft-a", "record_path": "model-registry/models/llama/runs/ft-a.json",
+        "updated_at": "2026-12-01T00:00:00Z"}))
+
+    def model_path(name: str) -> str:
+        obj = get(taugrid_cluster, "ray.io/v1", "RayService", name)
+        assert obj is not None
+        env = obj["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]
+        return next(e["value"] for e in env if e["name"] == "TAU_MODEL_PATH")
+
+    assert tau_cli(*deploy_args("ft", "--from-finetune", "ft-a")).exit_code == 0
+    assert model_path("ft") == f"/data/{run_dir}/artifacts/final"
+    assert tau_cli(*deploy_args("ft-step", "--checkpoint-ref", "finetune/ft-a:step-100")).exit_code == 0
+    assert model_path("ft-step") == f"/data/{run_dir}/artifacts/step-100"
+    assert tau_cli(*deploy_args("prod", "--from-model", "llama:prod")).exit_code == 0
+    assert model_path("prod") == f"/data/{run_dir}/artifacts/final"
+    missing = tau_cli(*deploy_args("nope", "--from-model", "llama:canary"))
+    assert missing.exit_code == 1 and "llama:canary does not exist" in missing.stderr
+    offline = tau_cli(*deploy_args("ft", "--from-finetune", "ft-a", "--dry-run=client"))
+    assert offline.exit_code == 2 and "artifacts.json" in offline.stderr
