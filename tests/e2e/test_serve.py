@@ -69,8 +69,10 @@ def test_rayservice_deploys_becomes_ready_scales_via_serve_config_and_is_deleted
     assert {"name": "TAU_MODEL_PATH", "value": "/data/checkpoints/llm/step-100"} in head["env"]
 
     taugrid_cluster.cluster.advance(60)
+    taugrid_cluster.cluster.requests.clear()
     ready = status_json(tau_cli, "llm", "rayservice")
     assert ready["ready"] is True and ready["status"] == "Running" and ready["endpoints"] >= 1
+    assert taugrid_cluster.cluster.requests.total <= 4  # one status refresh
     table = tau_cli("serve", "status", "llm", "-n", NS)
     assert table.stdout.split("\n")[0].split() == ["NAME", "STATUS", "READY", "AGE"]
     watched = tau_cli("serve", "status", "llm", "-n", NS, "--watch", "--timeout", "5")
