@@ -19,6 +19,7 @@ KIND = click.Choice(["rayservice", "deployment"])
 
 def _target_options(fn: F) -> F:
     for option in reversed([
+        click.option("--local", is_flag=True, help="The service runs on this machine (deployed with --local)."),
         click.option("--kind", type=KIND, default="rayservice", show_default=True,
                      help="Workload kind: a Ray Serve RayService or a plain Deployment."),
         click.option("-n", "--namespace", default=None,
@@ -37,7 +38,8 @@ def serve() -> None:
 
 @serve.command("deploy", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
-@click.option("--profile", required=True, help="Ready TauCluster workload profile to authorize and render.")
+@click.option("--profile", default="", help="Ready TauCluster workload profile to authorize and render "
+              "(required unless --local).")
 @_target_options
 @click.option("--image", default=None, help="Container image, pinned by digest (default: the profile's).")
 @click.option("--replicas", type=int, default=None, help="Serving replicas (default 1; excl. --max-replicas).")
@@ -80,7 +82,6 @@ def serve() -> None:
 @click.option("--scale-down-delay", type=int, default=None, help="Seconds before scale-down (requires --max-replicas).")
 @click.option("--dry-run", type=click.Choice(["client", "server"]), default=None,
               help="client: print the manifests; server: validate them on the API server.")
-@click.option("--local", is_flag=True, help="Run on this machine (127.0.0.1) as a supervised process.")
 def deploy(**flags: Any) -> None:
     """Deploy NAME from a pinned image and an optional checkpoint.
 
@@ -102,33 +103,33 @@ def deploy(**flags: Any) -> None:
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("-w", "--watch", is_flag=True, help="Follow until the service is ready (phases and hints).")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds --watch waits.")
-def status(name: str, kind: str, namespace: str | None, context: str | None, output: str, watch: bool,
+def status(name: str, local: bool, kind: str, namespace: str | None, context: str | None, output: str, watch: bool,
            timeout: float) -> None:
     """Show NAME's status: RayService STATUS/READY endpoints/AGE; Deployment READY/DESIRED/AVAILABLE/AGE."""
     from tau_serve.manage import Target
     from tau_serve.manage import status as show
 
-    show(Target(name=name, kind=kind, namespace=namespace, context=context), output, watch, timeout)
+    show(Target(name=name, kind=kind, namespace=namespace, context=context, local=local), output, watch, timeout)
 
 
 @serve.command("scale", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @_target_options
 @click.option("--replicas", type=int, required=True, help="Serving replicas (>= 0).")
-def scale(name: str, kind: str, namespace: str | None, context: str | None, replicas: int) -> None:
+def scale(name: str, local: bool, kind: str, namespace: str | None, context: str | None, replicas: int) -> None:
     """Scale NAME: a Deployment through its scale subresource, a RayService through serveConfigV2."""
     from tau_serve.manage import Target
     from tau_serve.manage import scale as run_scale
 
-    run_scale(Target(name=name, kind=kind, namespace=namespace, context=context), replicas)
+    run_scale(Target(name=name, kind=kind, namespace=namespace, context=context, local=local), replicas)
 
 
 @serve.command("delete", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @_target_options
-def delete(name: str, kind: str, namespace: str | None, context: str | None) -> None:
+def delete(name: str, local: bool, kind: str, namespace: str | None, context: str | None) -> None:
     """Delete NAME (and a Deployment's Service and HPA); already gone is not an error."""
     from tau_serve.manage import Target
     from tau_serve.manage import delete as run_delete
 
-    run_delete(Target(name=name, kind=kind, namespace=namespace, context=context))
+    run_delete(Target(name=name, kind=kind, namespace=namespace, context=context, local=local))

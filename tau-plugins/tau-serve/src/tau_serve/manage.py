@@ -23,6 +23,7 @@ class Target:
     kind: str = "rayservice"
     namespace: str | None = None
     context: str | None = None
+    local: bool = False
 
     @property
     def kind_name(self) -> str:
@@ -39,7 +40,31 @@ def _run(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def status(target: Target, output: str, watch: bool, timeout: float) -> None:
+    if target.local:
+        _local_status(target, output, watch, timeout)
+        return
     _run(_status, target, output, watch, timeout)
+
+
+def _local_status(target: Target, output: str, watch: bool, timeout: float) -> None:
+    import time
+
+    from tau_serve.local import local_status
+
+    deadline = time.monotonic() + timeout
+    while True:
+        result = local_status(target.name)
+        if output == "json":
+            echo(to_json(result))
+        else:
+            echo(render_table([(result["name"], f"{result['ready_replicas']}/{result['desired']}", result["phase"],
+                                result["url"], result["run"])], ("NAME", "READY", "PHASE", "URL", "RUN")))
+        if not watch or result["ready"]:
+            return
+        if result["phase"] in ("Stopped", "ScaledToZero") or time.monotonic() >= deadline:
+            raise TauError(f"local service {target.name} is not ready ({result['phase']})",
+                           hint=f"read its log: tau run logs {result['run']}")
+        time.sleep(WATCH_INTERVAL / 4)
 
 
 async def _status(target: Target, output: str, watch: bool, timeout: float) -> None:
@@ -97,6 +122,11 @@ def _progress(result: ServeStatus, output: str) -> None:
 def scale(target: Target, replicas: int) -> None:
     if replicas < 0:
         raise UsageError("--replicas must be >= 0")
+    if target.local:
+        from tau_serve.local import local_scale
+
+        local_scale(target.name, replicas)
+        return
     _run(_scale, target, replicas)
 
 
@@ -141,6 +171,11 @@ async def _scale_rayservice(session: Any, ns: str, name: str, replicas: int) -> 
 
 
 def delete(target: Target) -> None:
+    if target.local:
+        from tau_serve.local import local_delete
+
+        local_delete(target.name)
+        return
     _run(_delete, target)
 
 

@@ -36,7 +36,7 @@ class DeployArgs:
     """The ``deploy`` flags as typed on the command line."""
 
     name: str
-    profile: str
+    profile: str = ""
     kind: str = "rayservice"
     image: str | None = None
     replicas: int | None = None
@@ -96,6 +96,9 @@ def _given(a: DeployArgs, field: str) -> bool:
 
 def check_flags(a: DeployArgs) -> None:
     """Every conflict and requirement that needs no cluster (exit 2, the flag named)."""
+    if not a.profile and not a.local:
+        raise UsageError("--profile is required: name a ready serving profile of the TauCluster",
+                         hint="tau cluster profiles export lists them")
     _check_replicas(a)
     _check_sources(a)
     _check_kind(a)
