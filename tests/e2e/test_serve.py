@@ -68,6 +68,13 @@ def test_rayservice_deploys_becomes_ready_scales_via_serve_config_and_is_deleted
     head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     assert {"name": "TAU_MODEL_PATH", "value": "/data/checkpoints/llm/step-100"} in head["env"]
 
+    taugrid_cluster.cluster.settle()  # the controllers' own status writes are done
+    before = get(taugrid_cluster, "ray.io/v1", "RayService", "llm")
+    again = tau_cli(*deploy_args("llm", "--replicas", "2", "--checkpoint", "llm/step-100"))
+    assert again.exit_code == 0, again
+    after = get(taugrid_cluster, "ray.io/v1", "RayService", "llm")
+    assert before and after and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
     taugrid_cluster.cluster.advance(60)
     taugrid_cluster.cluster.requests.clear()
     ready = status_json(tau_cli, "llm", "rayservice")
@@ -251,3 +258,15 @@ def test_deploy_from_a_finetune_checkpoint_and_from_a_model_alias(taugrid_cluste
     assert missing.exit_code == 1 and "llama:canary does not exist" in missing.stderr
     offline = tau_cli(*deploy_args("ft", "--from-finetune", "ft-a", "--dry-run=client"))
     assert offline.exit_code == 2 and "artifacts.json" in offline.stderr
+
+
+def test_status_names_pending_admission_when_the_queue_is_full(taugrid_cluster: Any, tau_cli: Any) -> None:
+    result = tau_cli(*deploy_args("wide", "--kind", "deployment", "--replicas", "40", "--command", "serve"))
+    assert result.exit_code == 0, result
+    taugrid_cluster.cluster.advance(30)
+    status = status_json(tau_cli, "wide", "deployment")
+    assert status["ready"] is False and status["desired"] == 40
+    assert any(h.startswith("pending admission:") and "LocalQueue jobqueue" in h for h in status["hints"])
+    table = tau_cli("serve", "status", "wide", "--kind", "deployment", "-n", NS)
+    assert table.stdout.split("\n")[0].split() == ["NAME", "READY", "DESIRED", "AVAILABLE", "AGE"]
+    assert "hint: pending admission" in table.stdout

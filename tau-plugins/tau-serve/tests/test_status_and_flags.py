@@ -81,3 +81,49 @@ def test_conflicts_are_usage_errors_naming_the_flag(changes: dict[str, Any], mes
         check_flags(args(**changes))
     assert message in caught.value.message
     assert caught.value.exit_code == 2
+
+
+def catalog(*profiles: dict[str, Any]) -> Any:
+    from tau_core.config.profiles import ProfileCatalog, profile_set_hash
+
+    items = [dict(p) for p in profiles]
+    return ProfileCatalog(1, profile_set_hash(items), items, "snapshot", "test")
+
+
+def profile(name: str, **fields: Any) -> dict[str, Any]:
+    base = {"name": name, "applicability": {"teams": [], "lanes": [], "namespaces": []}, "gpusPerWorker": 1,
+            "workerCount": 1, "mode": "fixed", "placement": "independent", "executionTarget": "singleCluster",
+            "conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}]}
+    return {**base, **fields}
+
+
+def test_profile_authorization_is_fail_closed() -> None:
+    from tau_core.errors import ConfigError
+    from tau_serve.profiles import authorize
+
+    cat = catalog(profile("serve"), profile("other-ns", applicability={"namespaces": ["prod"]}),
+                  profile("two-teams", applicability={"teams": ["a", "b"]}),
+                  profile("lane", applicability={"lanes": ["serving"]}),
+                  profile("unready", conditions=[{"type": "Ready", "status": "False", "observedGeneration": 1}]))
+    assert authorize(cat, "serve", "ns", "rayservice")["name"] == "serve"
+    assert authorize(cat, "lane", "ns", "rayservice")["name"] == "lane"
+    for name, message in (("missing", "is not in"), ("other-ns", "does not authorize"),
+                          ("two-teams", "several teams or lanes"), ("unready", "is not Ready")):
+        with pytest.raises(ConfigError, match=message):
+            authorize(cat, name, "ns", "rayservice")
+
+
+def test_multi_node_rayservice_and_deployment_profile_rules() -> None:
+    from tau_core.errors import ConfigError
+    from tau_serve.profiles import check_serving_shape
+
+    good = profile("mn", workerCount=4, gpusPerWorker=2, placement="same-network-domain")
+    check_serving_shape(good, "rayservice")
+    with pytest.raises(ConfigError, match="single-worker profile"):
+        check_serving_shape(good, "deployment")
+    bad = profile("mn", workerCount=4, gpusPerWorker=0, placement="independent", mode="elastic",
+                  executionTarget="multiKueue")
+    with pytest.raises(ConfigError) as caught:
+        check_serving_shape(bad, "rayservice")
+    for part in ("mode is elastic", "placement is independent", "executionTarget is multiKueue", "gpusPerWorker is 0"):
+        assert part in caught.value.message
