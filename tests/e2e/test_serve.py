@@ -122,6 +122,17 @@ def test_deployment_with_service_probes_and_hpa_deploys_scales_and_deletes(
     assert after is not None
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
+    kube_env = {"KUBECONFIG": str(taugrid_cluster.kubeconfig), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    annotate = subprocess.run([str(kubectl_bin), "annotate", "deployment", "web", "-n", NS, "example.com/owner=sre"],
+                              capture_output=True, text=True, check=False, env=kube_env)
+    assert annotate.returncode == 0, annotate.stderr
+    changed = tau_cli(*[a if a != "/ready" else "/healthz" for a in args])  # a real change, redeployed
+    assert changed.exit_code == 0, changed
+    kept = get(taugrid_cluster, "apps/v1", "Deployment", "web")
+    assert kept is not None and kept["metadata"]["annotations"]["example.com/owner"] == "sre"  # foreign field kept
+    probe = kept["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    assert probe["httpGet"]["path"] == "/healthz"
+
     assert tau_cli("serve", "scale", "web", "--kind", "deployment", "--replicas", "2", "-n", NS).exit_code == 0
     taugrid_cluster.cluster.advance(60)
     scaled = status_json(tau_cli, "web", "deployment")
@@ -129,8 +140,7 @@ def test_deployment_with_service_probes_and_hpa_deploys_scales_and_deletes(
 
     seen = subprocess.run([str(kubectl_bin), "get", "deployment,service,hpa", "-n", NS, "-o", "name"],
                           capture_output=True, text=True, check=False,
-                          env={"KUBECONFIG": str(taugrid_cluster.kubeconfig), "HOME": str(tmp_path),
-                               "PATH": "/usr/bin:/bin"})
+                          env=kube_env)
     assert seen.returncode == 0, seen.stderr
     assert {"deployment.apps/web", "service/web", "horizontalpodautoscaler.autoscaling/web"} <= set(
         seen.stdout.split())
@@ -270,3 +280,6 @@ def test_status_names_pending_admission_when_the_queue_is_full(taugrid_cluster: 
     table = tau_cli("serve", "status", "wide", "--kind", "deployment", "-n", NS)
     assert table.stdout.split("\n")[0].split() == ["NAME", "READY", "DESIRED", "AVAILABLE", "AGE"]
     assert "hint: pending admission" in table.stdout
+    watched = tau_cli("serve", "status", "wide", "--kind", "deployment", "-n", NS, "--watch", "--timeout", "0")
+    assert watched.exit_code == 1 and "wide: Progressing" in watched.stdout
+    assert "hint: pending admission" in watched.stdout and "is not ready after 0s" in watched.stderr

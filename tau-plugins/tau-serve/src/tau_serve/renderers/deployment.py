@@ -4,7 +4,8 @@ Objects, workload first: the Deployment (container ``main``, strategy ``Recreate
 ``--init`` init containers and ``--sidecar`` containers, the HTTP probes, ``--command``/``--arg``);
 a ClusterIP Service (port ``http``) when ``--service-port`` is given; an ``autoscaling/v2``
 HorizontalPodAutoscaler (CPU 80%, plus the ``http_requests_per_second`` pods metric with
-``--target-qps``) when ``--max-replicas`` asks for autoscaling.
+``--target-qps``) when ``--max-replicas`` asks for autoscaling; the Deployment then leaves
+``spec.replicas`` to the autoscaler.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ def render_deployment(request: ServeRenderRequest) -> list[dict[str, Any]]:
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": spec.name, "namespace": ns, "labels": dict(sorted(labels.items())),
                      "annotations": c.stamps(request)},
-        "spec": {"replicas": spec.autoscaling.min_replicas if spec.autoscaling else spec.replicas,
-                 "strategy": {"type": "Recreate"},
+        "spec": {"strategy": {"type": "Recreate"},
                  "selector": {"matchLabels": {"app": spec.name}},
                  "template": {"metadata": {"labels": dict(sorted(pod_labels.items())),
                                            "annotations": dict(sorted(pod_annotations.items()))},
                               "spec": _pod(request, prof)}},
     }
+    if spec.autoscaling is None:  # with an HPA the autoscaler owns spec.replicas (a redeploy never resets it)
+        deployment["spec"] = {"replicas": spec.replicas, **deployment["spec"]}
     out = [deployment]
     if spec.service_port:
         out.append(_service(spec, ns, labels))
