@@ -283,3 +283,17 @@ def test_status_names_pending_admission_when_the_queue_is_full(taugrid_cluster: 
     watched = tau_cli("serve", "status", "wide", "--kind", "deployment", "-n", NS, "--watch", "--timeout", "0")
     assert watched.exit_code == 1 and "wide: Progressing" in watched.stdout
     assert "hint: pending admission" in watched.stdout and "is not ready after 0s" in watched.stderr
+
+
+def test_server_and_client_dry_runs_create_nothing(taugrid_cluster: Any, tau_cli: Any) -> None:
+    server = tau_cli(*deploy_args("llm", "--dry-run=server"))
+    assert server.exit_code == 0, server
+    assert "validated (server dry-run) service llm" in server.stdout
+    client = tau_cli(*deploy_args("llm", "--dry-run=client", "--env-secret", "HF_TOKEN=hf:token"))
+    assert client.exit_code == 0, client
+    shown = yaml.safe_load(client.stdout)
+    assert shown["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "jobqueue"
+    head = shown["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    token = next(e for e in head["env"] if e["name"] == "HF_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "<redacted>", "key": "<redacted>"}
+    assert get(taugrid_cluster, "ray.io/v1", "RayService", "llm") is None

@@ -14,6 +14,8 @@ from tau_serve import options, profiles
 from tau_serve.options import DeployArgs
 from tau_serve.spec import KIND_NAMES, ServeRenderRequest, ServeSpec, checkpoint_path
 
+CLIENT_QUEUE_NOTE = ("client dry-run does not look up the namespace's default LocalQueue: the profile's queue (or a "
+                     "placeholder) is shown; use --dry-run=server to check the real one")
 SNAPSHOT_NOTE = ("offline client dry-run: snapshot profile; workspace, cluster admission, storage, and runtime were "
                  "not verified")
 
@@ -72,8 +74,12 @@ async def _deploy_live(args: DeployArgs, argv: tuple[str, ...]) -> None:
         namespace = cluster.namespace_of(session, args.namespace)
         catalog = await _to_thread(profiles.cluster_catalog, args.profile, namespace, session.context)
         profile = profiles.authorize(catalog, args.profile, namespace, args.kind)
-        queue = await cluster.default_queue(session, namespace)
         bound = str(profile.get("defaultLocalQueue") or "")
+        if args.dry_run == "client":  # renders locally: the queue is not looked up (reference §2.6)
+            queue = bound or PLACEHOLDER_QUEUE
+            warning(CLIENT_QUEUE_NOTE)
+        else:
+            queue = await cluster.default_queue(session, namespace)
         if bound and bound != queue:
             from tau_core.errors import ConfigError
 
