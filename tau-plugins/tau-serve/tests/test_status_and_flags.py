@@ -127,3 +127,18 @@ def test_multi_node_rayservice_and_deployment_profile_rules() -> None:
         check_serving_shape(bad, "rayservice")
     for part in ("mode is elastic", "placement is independent", "executionTarget is multiKueue", "gpusPerWorker is 0"):
         assert part in caught.value.message
+
+
+def test_profile_queue_bindings_must_include_the_namespace_queue() -> None:
+    from tau_core.errors import ConfigError
+    from tau_serve.profiles import check_queue
+
+    bound = profile("p", defaultLocalQueue="jobqueue", clusterQueues=["tau-cq"],
+                    localQueues=[{"namespace": "ns", "name": "jobqueue", "clusterQueue": "tau-cq"}])
+    check_queue(bound, "ns", "jobqueue", "tau-cq")
+    check_queue(profile("free"), "ns", "anything", "any-cq")  # a profile without bindings does not restrict
+    for namespace, queue, cq, message in (("ns", "other", "tau-cq", 'bound to LocalQueue "jobqueue"'),
+                                          ("ns2", "jobqueue", "tau-cq", "among its localQueues"),
+                                          ("ns", "jobqueue", "gpu-cq", "admits through ClusterQueues")):
+        with pytest.raises(ConfigError, match=message):
+            check_queue(bound, namespace, queue, cq)

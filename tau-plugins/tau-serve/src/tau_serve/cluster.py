@@ -43,11 +43,12 @@ def path(kind: str, namespace: str, name: str | None = None) -> str:
     return api_path(api, plural, namespace=namespace, name=name)
 
 
-async def default_queue(session: KubeSession, namespace: str) -> str:
+async def default_queue(session: KubeSession, namespace: str) -> tuple[str, str]:
     """The namespace's platform default LocalQueue (label ``kueue.x-k8s.io/default-local-queue``).
 
     A researcher who may not read Namespace objects gets it from the Ready TauWorkspace that targets the
-    namespace.  Either way the LocalQueue must exist; otherwise the onboarding error.
+    namespace.  Either way the LocalQueue must exist; otherwise the onboarding error.  Returns
+    ``(LocalQueue, its ClusterQueue)``.
     """
     queue = ""
     try:
@@ -60,9 +61,10 @@ async def default_queue(session: KubeSession, namespace: str) -> str:
         if exc.status != 403:
             raise
         queue = await _workspace_queue(session, namespace)
-    if queue and await session.get(api_path(KUEUE_API, "localqueues", namespace=namespace, name=queue),
-                                   missing_ok=True) is not None:
-        return queue
+    local = await session.get(api_path(KUEUE_API, "localqueues", namespace=namespace, name=queue),
+                              missing_ok=True) if queue else None
+    if local is not None:
+        return queue, str((local.get("spec") or {}).get("clusterQueue") or "")
     missing = f'LocalQueue "{queue}" it names does not exist' if queue else "it has no default LocalQueue"
     raise ConfigError(
         f'namespace "{namespace}" is not onboarded for serving: {missing}, so Kueue would never admit the '

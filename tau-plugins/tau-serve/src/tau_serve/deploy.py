@@ -74,18 +74,12 @@ async def _deploy_live(args: DeployArgs, argv: tuple[str, ...]) -> None:
         namespace = cluster.namespace_of(session, args.namespace)
         catalog = await _to_thread(profiles.cluster_catalog, args.profile, namespace, session.context)
         profile = profiles.authorize(catalog, args.profile, namespace, args.kind)
-        bound = str(profile.get("defaultLocalQueue") or "")
         if args.dry_run == "client":  # renders locally: the queue is not looked up (reference §2.6)
-            queue = bound or PLACEHOLDER_QUEUE
+            queue = str(profile.get("defaultLocalQueue") or PLACEHOLDER_QUEUE)
             warning(CLIENT_QUEUE_NOTE)
         else:
-            queue = await cluster.default_queue(session, namespace)
-        if bound and bound != queue:
-            from tau_core.errors import ConfigError
-
-            raise ConfigError(f'workload profile "{args.profile}" is bound to LocalQueue "{bound}", but namespace '
-                              f'"{namespace}" defaults to "{queue}"',
-                              hint="choose a profile bound to this namespace's queue")
+            queue, cluster_queue = await cluster.default_queue(session, namespace)
+            profiles.check_queue(profile, namespace, queue, cluster_queue)
         model_path = await _model_path(session, args, namespace)
         spec = options.build_spec(args, profile, model_path)
         context = context_for(profile, catalog, namespace, queue, args.dry_run, argv)

@@ -98,3 +98,22 @@ def check_serving_shape(profile: Mapping[str, Any], kind: str) -> None:
     if problems:
         raise ConfigError(f'workload profile "{name}" cannot serve a multi-node RayService: ' + "; ".join(problems),
                           hint="multi-node serving needs a fixed, same-network-domain, single-cluster GPU profile")
+
+
+def check_queue(profile: Mapping[str, Any], namespace: str, queue: str, cluster_queue: str) -> None:
+    """The profile's queue bindings (when it publishes them) must include the namespace's default LocalQueue."""
+    name = profile.get("name")
+    bound = str(profile.get("defaultLocalQueue") or "")
+    problem = ""
+    if bound and bound != queue:
+        problem = f'is bound to LocalQueue "{bound}", but namespace "{namespace}" defaults to "{queue}"'
+    locals_ = [q for q in profile.get("localQueues") or [] if isinstance(q, Mapping)]
+    if not problem and locals_ and not any(q.get("namespace") == namespace and q.get("name") == queue
+                                           for q in locals_):
+        problem = f'does not list LocalQueue {namespace}/{queue} among its localQueues'
+    cluster_queues = [str(q) for q in profile.get("clusterQueues") or []]
+    if not problem and cluster_queue and cluster_queues and cluster_queue not in cluster_queues:
+        problem = f'admits through ClusterQueues {cluster_queues}, not "{cluster_queue}" behind LocalQueue {queue}'
+    if problem:
+        raise ConfigError(f'workload profile "{name}" {problem}',
+                          hint="choose a serving profile bound to this namespace's queue, or ask the platform team")
