@@ -297,3 +297,28 @@ def test_server_and_client_dry_runs_create_nothing(taugrid_cluster: Any, tau_cli
     token = next(e for e in head["env"] if e["name"] == "HF_TOKEN")
     assert token["valueFrom"]["secretKeyRef"] == {"name": "<redacted>", "key": "<redacted>"}
     assert get(taugrid_cluster, "ray.io/v1", "RayService", "llm") is None
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "serve-model"
+
+
+@pytest.mark.parametrize(("flags", "kinds"), [
+    (["llm", "--profile", "serve-1x", "--import-path", "serve:build", "--app-args", "app-args.yaml",
+      "--checkpoint", "llm/step-100"], ["RayService"]),
+    (["llm", "--profile", "serve-4x", "--nodes", "4", "--shm-size", "16Gi"], ["RayService"]),
+    (["web", "--kind", "deployment", "--profile", "web-cpu", "--deployment-port", "8080", "--service-port", "80",
+      "--readiness-path", "/healthz", "--max-replicas", "4"], ["Deployment", "Service", "HorizontalPodAutoscaler"]),
+])
+def test_serve_model_example_renders_offline(tau_cli: Any, monkeypatch: pytest.MonkeyPatch, flags: list[str],
+                                            kinds: list[str]) -> None:
+    from tau_testing.k8s_schema import validate_objects
+
+    monkeypatch.chdir(EXAMPLE)
+    result = tau_cli("serve", "deploy", *flags, "--image", IMAGE, "-n", NS, "--dry-run=client",
+                     "--workload-profile-snapshot", "profiles.snapshot.yaml")
+    assert result.exit_code == 0, result
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    assert [o["kind"] for o in objects] == kinds
+    validate_objects(objects)
+    if "--app-args" in flags:
+        assert serve_config(objects[0])["applications"][0]["args"] == {"greeting": "hello from TauGrid"}
