@@ -7,12 +7,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from tau_core.config.profiles import ProfileCatalog
 from tau_core.errors import PluginError
 from tau_core.output import echo, to_yaml, warning
 from tau_core.rendering import PLACEHOLDER_QUEUE, RenderContext
 from tau_serve import options, profiles
 from tau_serve.options import DeployArgs
-from tau_serve.spec import KIND_NAMES, ServeRenderRequest, ServeSpec, checkpoint_path
+from tau_serve.spec import ServeRenderRequest, ServeSpec, checkpoint_path
 
 CLIENT_QUEUE_NOTE = ("client dry-run does not look up the namespace's default LocalQueue: the profile's queue (or a "
                      "placeholder) is shown; use --dry-run=server to check the real one")
@@ -32,7 +33,7 @@ def render_objects(request: ServeRenderRequest) -> list[dict[str, Any]]:
     return detached(registry[request.kind].load()(request))
 
 
-def context_for(profile: Mapping[str, Any], catalog: Any, namespace: str, queue: str, dry_run: str | None,
+def context_for(profile: Mapping[str, Any], catalog: ProfileCatalog, namespace: str, queue: str, dry_run: str | None,
                 argv: tuple[str, ...]) -> RenderContext:
     return RenderContext(namespace=namespace, queue=queue, workload_profile=dict(profile),
                          profile_set_hash=catalog.set_hash, tau_cluster_generation=catalog.generation,
@@ -117,5 +118,3 @@ def _success(spec: ServeSpec, args: DeployArgs, namespace: str) -> None:
     if args.dry_run != "server":
         echo(f"track: tau serve status {spec.name} -n {namespace} --kind {args.kind}")
 
-
-__all__ = ["KIND_NAMES", "deploy", "render_objects"]

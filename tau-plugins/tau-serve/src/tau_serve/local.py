@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,8 +66,15 @@ def service_plan(args: DeployArgs) -> dict[str, Any]:
         if importlib.util.find_spec("ray") is None:
             raise UsageError("--local --kind=rayservice runs Ray Serve on this machine, and Ray is not installed",
                              hint="install the extra: pip install 'tau[ray]' (or use --kind=deployment --command ...)")
-        port = args.port or DEFAULT_SERVE_PORT
-        argv = [sys.executable, "-m", "ray.serve.scripts", "run", args.import_path or DEFAULT_IMPORT_PATH]
+        if args.port not in (None, DEFAULT_SERVE_PORT):
+            raise UsageError("--port cannot be changed with --local --kind=rayservice: Ray Serve listens on "
+                             f"{HOST}:{DEFAULT_SERVE_PORT} locally")
+        port = DEFAULT_SERVE_PORT
+        serve_cli = shutil.which("serve", path=str(Path(sys.executable).parent))
+        if serve_cli is None:
+            raise UsageError("--local --kind=rayservice needs the Ray Serve CLI (serve), which this environment lacks",
+                             hint="install the extra: pip install 'tau[ray]'")
+        argv = [serve_cli, "run", args.import_path or DEFAULT_IMPORT_PATH]
     else:
         if not args.command:
             raise UsageError("--local --kind=deployment needs --command (the server to run on this machine)")
