@@ -138,12 +138,13 @@ def test_deployment_with_service_probes_and_hpa_deploys_scales_and_deletes(
     scaled = status_json(tau_cli, "web", "deployment")
     assert scaled["desired"] == 2 and scaled["ready_replicas"] == 2
 
-    seen = subprocess.run([str(kubectl_bin), "get", "deployment,service,hpa", "-n", NS, "-o", "name"],
+    assert tau_cli(*deploy_args("llm")).exit_code == 0
+    seen = subprocess.run([str(kubectl_bin), "get", "deployment,service,hpa,rayservice", "-n", NS, "-o", "name"],
                           capture_output=True, text=True, check=False,
                           env=kube_env)
     assert seen.returncode == 0, seen.stderr
-    assert {"deployment.apps/web", "service/web", "horizontalpodautoscaler.autoscaling/web"} <= set(
-        seen.stdout.split())
+    assert {"deployment.apps/web", "service/web", "horizontalpodautoscaler.autoscaling/web",
+            "rayservice.ray.io/llm"} <= set(seen.stdout.split())
 
     assert tau_cli("serve", "delete", "web", "--kind", "deployment", "-n", NS).exit_code == 0
     for api, kind in (("apps/v1", "Deployment"), ("v1", "Service"), ("autoscaling/v2", "HorizontalPodAutoscaler")):
