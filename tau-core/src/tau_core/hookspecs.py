@@ -66,6 +66,8 @@ def tau_register_renderers(register: Register) -> None:
     or ``Deployment`` (:data:`tau_core.plugins.RENDER_KINDS`).  A renderer is a callable
     ``renderer(request: tau_core.rendering.RenderRequest) -> list[dict]`` returning the
     Kubernetes objects to submit, the workload first.  Renderers never talk to a cluster.
+    (tau-serve's ``RayService``/``Deployment`` renderers take its ``ServeRenderRequest``: the serve
+    intent plus the same typed :class:`~tau_core.rendering.RenderContext`.)
     """
 
 

@@ -89,6 +89,12 @@ def researcher_rules() -> list[dict[str, Any]]:
         _rule(READ, [""], ["persistentvolumeclaims", "configmaps"]),
         _rule(READ, ["kueue.x-k8s.io"], ["workloads", "localqueues"]),
         _rule(READ, ["resource.k8s.io"], ["resourceclaims"]),
+        # serving (tau serve): server-side apply is a patch; scale goes through the subresource
+        _rule(["create", "delete", "patch", *READ], ["ray.io"], ["rayservices"]),
+        _rule(["create", "delete", "patch", *READ], ["apps"], ["deployments"]),
+        _rule(["get", "patch", "update"], ["apps"], ["deployments/scale"]),
+        _rule(["create", "delete", "patch", *READ], ["autoscaling"], ["horizontalpodautoscalers"]),
+        _rule(["patch"], [""], ["services"]),
     ]
 
 

@@ -1,0 +1,211 @@
+"""Local serving: ``tau serve deploy NAME --local --kind deployment --command ...`` on 127.0.0.1.
+
+The server runs as a local run under the local backend's supervisor (``python -m
+tau_core.backends.local.supervisor RUN_DIR``): its own process group, timestamped ``output.log``, SIGTERM
+then SIGKILL on stop.  A small index ``<tau data dir>/serve/<NAME>.json`` maps the service to its current
+run and port, so ``status``/``scale``/``delete --local`` manage it.  One process serves one port, so a
+local service scales between 0 (stopped) and 1 replica.
+
+``--kind rayservice --local`` runs the Ray Serve CLI (``serve run IMPORT_PATH``) the same way; without
+Ray installed the error names the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tau_core.errors import NotFoundError, UsageError
+from tau_core.output import echo
+from tau_serve.options import DeployArgs
+from tau_serve.spec import DEFAULT_IMPORT_PATH, DEFAULT_SERVE_PORT, checkpoint_path, parse_env
+
+HOST = "127.0.0.1"
+INDEX_SCHEMA = "tau.serve.local.v1"
+
+
+def _paths() -> Any:
+    from tau_core.backends.local import paths
+
+    return paths
+
+
+def index_file(name: str) -> Path:
+    return Path(_paths().tau_home()) / "serve" / f"{name}.json"
+
+
+def read_index(name: str) -> dict[str, Any] | None:
+    path = index_file(name)
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else None
+
+
+def _write_index(name: str, data: dict[str, Any]) -> None:
+    from tau_core.fsutil import write_json_atomic
+
+    path = index_file(name)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_json_atomic(path, data, mode=0o600)
+
+
+def service_plan(args: DeployArgs) -> dict[str, Any]:
+    """What to run, on which port, with which environment (no secrets: ``--env-secret`` is refused)."""
+    if args.env_secrets:
+        raise UsageError("--env-secret cannot be used with --local: Kubernetes Secrets do not exist on this machine",
+                         hint="export the variable in your shell, or pass it with --env")
+    if args.kind == "rayservice":
+        if importlib.util.find_spec("ray") is None:
+            raise UsageError("--local --kind=rayservice runs Ray Serve on this machine, and Ray is not installed",
+                             hint="install the extra: pip install 'tau[ray]' (or use --kind=deployment --command ...)")
+        if args.port not in (None, DEFAULT_SERVE_PORT):
+            raise UsageError("--port cannot be changed with --local --kind=rayservice: Ray Serve listens on "
+                             f"{HOST}:{DEFAULT_SERVE_PORT} locally")
+        port = DEFAULT_SERVE_PORT
+        serve_cli = shutil.which("serve", path=str(Path(sys.executable).parent))
+        if serve_cli is None:
+            raise UsageError("--local --kind=rayservice needs the Ray Serve CLI (serve), which this environment lacks",
+                             hint="install the extra: pip install 'tau[ray]'")
+        argv = [serve_cli, "run", args.import_path or DEFAULT_IMPORT_PATH]
+    else:
+        if not args.command:
+            raise UsageError("--local --kind=deployment needs --command (the server to run on this machine)")
+        port = (args.deployment_ports[0] if args.deployment_ports else args.service_target_port or args.service_port
+                or DEFAULT_SERVE_PORT)
+        argv = [*args.command, *args.args]
+    env = dict(parse_env(args.env))
+    env.update({"HOST": HOST, "PORT": str(port)})
+    if args.checkpoint:
+        env["TAU_MODEL_PATH"] = str(_paths().map_container_path(checkpoint_path(args.checkpoint)))
+    return {"schema": INDEX_SCHEMA, "name": args.name, "kind": args.kind, "port": port, "argv": argv, "env": env,
+            "cwd": os.getcwd(), "readiness_path": args.readiness_path}
+
+
+def deploy_local(args: DeployArgs) -> None:
+    plan = service_plan(args)
+    current = read_index(args.name)
+    if current is not None and _alive(current):
+        if {k: current.get(k) for k in plan} == plan:
+            echo(f"local service {args.name} is already running on http://{HOST}:{plan['port']} (unchanged)")
+            return
+        _stop(current)
+    run_id = start(plan)
+    _write_index(args.name, {**plan, "run_id": run_id, "replicas": 1})
+    echo(f"deployed local service {args.name} (kind={args.kind}, run={run_id}) on http://{HOST}:{plan['port']}")
+    echo(f"track: tau serve status {args.name} --local --kind {args.kind}")
+
+
+def start(plan: dict[str, Any]) -> str:
+    """Register a local run for ``plan`` and start its supervisor; returns the run id."""
+    from tau_core.backends.local.registry import create_run_dir, now_iso
+    from tau_core.fsutil import write_json_atomic
+
+    paths = _paths()
+    run_id = str(paths.new_run_id(f"serve-{plan['name']}"))
+    run = create_run_dir(run_id)
+    output = Path(paths.data_root()) / "serve" / run_id
+    request = {"schema": "tau.local.request.v1", "run_id": run_id, "name": f"serve-{plan['name']}", "engine": "job",
+               "argv": plan["argv"], "entrypoint": plan["argv"][0], "cwd": plan["cwd"], "config_path": None,
+               "config_hash": "", "submission_id": run_id, "env": {**plan["env"], "TAU_OUTPUT_DIR": str(output)},
+               "memory_limit": None, "output_dir": str(output), "checkpoint_path": str(output / "checkpoints"),
+               "staged": False, "staging_root": str(output / "staging"), "history": [],
+               "experiment": {"project": "serve", "name": "", "group": "default"}, "ray": None,
+               "retry": {"max_retries": 0, "retry_on": [], "backoff_initial": 30.0, "backoff_max": 300.0}}
+    write_json_atomic(run.request_file, request, mode=0o600, durable=True)
+    created = now_iso()
+    write_json_atomic(run.run_file, {
+        "schema": "tau.local.run.v1", "run_id": run_id, "name": request["name"], "engine": "job",
+        "created_at": created, "updated_at": created, "state": "Submitted",
+        "transitions": [{"state": "Submitted", "at": created, "detail": f"registered in {run.path}"}],
+        "config_path": None, "config_hash": "", "submission_id": run_id, "output_dir": str(output),
+        "cwd": plan["cwd"], "log_path": str(run.log_file), "attempts": [], "max_attempts": 1, "memory_limit": None,
+        "history": [], "pending": {"attempt": 1}})
+    run.log_file.touch()
+    with open(run.supervisor_log, "ab") as log:
+        subprocess.Popen([sys.executable, "-m", "tau_core.backends.local.supervisor", str(run.path)],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(run.path),
+                         start_new_session=True, close_fds=True)
+    return run_id
+
+
+def _backend() -> Any:
+    from tau_core.lifecycle.base import get_backend
+
+    return get_backend("local")
+
+
+def _ref(run_id: str) -> Any:
+    from tau_core.lifecycle.base import RunRef
+
+    return RunRef(name=run_id, backend="local")
+
+
+def _alive(entry: dict[str, Any]) -> bool:
+    """Whether the service's supervised run is still going."""
+    try:
+        return not _backend().status(_ref(str(entry["run_id"]))).terminal
+    except NotFoundError:
+        return False
+
+
+def _stop(entry: dict[str, Any]) -> None:
+    try:
+        _backend().cancel(_ref(str(entry["run_id"])), wait=True, timeout=30.0)
+    except NotFoundError:
+        pass
+
+
+def listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+def require(name: str) -> dict[str, Any]:
+    entry = read_index(name)
+    if entry is None:
+        raise NotFoundError(f"no local service named {name}",
+                            hint=f"deploy it with tau serve deploy {name} --local --kind deployment --command ...")
+    return entry
+
+
+def local_status(name: str) -> dict[str, Any]:
+    entry = require(name)
+    running = _alive(entry) if entry.get("replicas", 1) else False
+    ready = running and listening(int(entry["port"]))
+    phase = "Ready" if ready else ("Starting" if running else ("ScaledToZero" if not entry.get("replicas", 1)
+                                                              else "Stopped"))
+    return {"name": name, "kind": entry["kind"], "phase": phase, "ready": ready, "run": entry["run_id"],
+            "url": f"http://{HOST}:{entry['port']}", "desired": int(entry.get("replicas", 1)),
+            "ready_replicas": 1 if ready else 0}
+
+
+def local_scale(name: str, replicas: int) -> None:
+    entry = require(name)
+    if replicas > 1:
+        raise UsageError(f"--replicas {replicas}: a local service runs one process on one port (use 0 or 1)")
+    if replicas == 0:
+        _stop(entry)
+    elif not _alive(entry):
+        plan = {k: v for k, v in entry.items() if k not in ("run_id", "replicas")}
+        entry["run_id"] = start(plan)
+    _write_index(name, {**entry, "replicas": replicas})
+    echo(f"scaled local service {name} to {replicas} replica(s)")
+
+
+def local_delete(name: str) -> None:
+    entry = read_index(name)
+    if entry is None:
+        echo(f"local service {name} was already gone")
+        return
+    _stop(entry)
+    index_file(name).unlink(missing_ok=True)
+    echo(f"deleted local service {name} (run {entry['run_id']})")

@@ -1,0 +1,1 @@
+"""The RayService and Deployment renderers (registered through ``tau_register_renderers``)."""
