@@ -75,9 +75,9 @@ READ = ["get", "list", "watch"]
 def researcher_rules() -> list[dict[str, Any]]:
     """What ``tau-researcher-v1`` grants inside the workspace namespace."""
     return [
-        _rule(["create", "delete", *READ], ["batch"], ["jobs"]),
+        _rule(["create", "delete", "patch", *READ], ["batch"], ["jobs"]),  # patch: the SDK's queue gate
         _rule(READ, ["batch"], ["jobs/status"]),
-        _rule(["create", "delete", *READ], ["ray.io"], ["rayjobs"]),
+        _rule(["create", "delete", "patch", *READ], ["ray.io"], ["rayjobs"]),
         _rule(READ, ["ray.io"], ["rayclusters", "rayjobs/status"]),
         _rule(["create", "delete", *READ], [""], ["pods"]),
         _rule(["get"], [""], ["pods/log"]),
