@@ -93,7 +93,7 @@ class Run:
         self.chunk_dir = output / CHUNK_DIR if self.in_job else None
         self._rows: deque[tuple[int, float, dict[str, Any]]] = deque()  # append/popleft: atomic, no lock
         self._append = self._rows.append
-        self._flush_lock = threading.Lock()  # one writer at a time: the thread, finish, atexit or SIGTERM
+        self._flush_lock = threading.RLock()  # one writer at a time; re-entrant for a SIGTERM mid-flush
         self._wake = threading.Event()
         self._stop = False
         self._chunks = 0
