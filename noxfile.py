@@ -105,6 +105,21 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def walkthrough(session: nox.Session) -> None:
+    """examples/platform-walkthrough/run.sh from an installed (non-editable) environment: the platform story on
+    the simulator with only the console scripts, helm and kubectl on PATH."""
+    import os
+
+    session.install(*[str(path) for path in distributions().values()])
+    tools = ROOT / ".tools" / "bin"
+    session.run("python", "-m", "tau_testing.binaries", "--dest", str(tools))
+    env = {"PATH": os.pathsep.join([str(tools), str(session.bin), os.environ.get("PATH", "")]),
+           "TAU_CRDS_DIR": str((ROOT / ".." / "shared" / "crds").resolve())}
+    session.run("bash", str(ROOT / "examples" / "platform-walkthrough" / "run.sh"), *session.posargs, env=env,
+                external=True)
+
+
+@nox.session(python=PYTHON)
 def flaky(session: nox.Session) -> None:
     """Every realclock test N times (default 20) with both cores kept busy; failures per test."""
     install_all(session)

@@ -45,7 +45,7 @@ wait_until() {  # wait_until SECONDS DESCRIPTION COMMAND...
 }
 
 step "0. a simulated cluster with only nodes (no CRDs, no Kueue objects, no TauGrid)"
-tau-sim serve --kubeconfig "$KUBECONFIG" --bare-nodes 2 --job-seconds 8 \
+tau-sim serve --kubeconfig "$KUBECONFIG" --bare-nodes 2 --job-seconds 8 --volumes-dir "$work/volumes" \
   --add-user researcher=aurora-researchers --add-user outsider >"$work/sim.log" 2>&1 &
 pids+=($!)
 wait_until 30 "the simulated API server" kubectl get nodes
@@ -71,7 +71,8 @@ run tau workspace create aurora --principal-name aurora-researchers --apply
 wait_until 60 "workspace aurora to become Ready" tau workspace check aurora
 run tau workspace check aurora
 echo "(workspace ready after $(elapsed)s)"
-echo "the platform provisions the durable /data claim (the simulator binds no volumes: check warns, never fails):"
+echo "the platform provisions the durable /data claim (the simulator binds no volumes: check warns, never fails;"
+echo "its contents live in $work/volumes/aurora/blob-training):"
 kubectl apply -f - <<'EOF'
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -108,7 +109,12 @@ wait_until 120 "the run to succeed" bash -c \
 run tau run status train
 echo "(first run succeeded after $(elapsed)s; submitted at ${first_submit}s)"
 run tau logs train
-run tau run get train || echo "(no durable results: this walkthrough mounts no result volume)"
+echo "(the scaffold's targets declare storage.data_pvc and storage.output; the simulated container writes"
+echo " report.json into \$OUTPUT_DIR on the claim, standing in for the training code)"
+run tau run get train
+run tau run get train --artifact report.json -o raw > "$work/report.json"
+cat "$work/report.json"
+grep -q '"simulated": true' "$work/report.json" || fail "tau run get did not fetch the run's report.json"
 
 step "6. the researcher asks for more quota; the platform decides"
 echo "the researcher asks for more quota (their workspace role allows creating the request):"
@@ -147,4 +153,7 @@ cd "$work"
 run tau cluster uninstall --yes --chart "$chart" --timeout 2m
 run kubectl get namespace aurora
 run kubectl get pvc blob-training -n aurora
+test -f "$work/volumes/aurora/blob-training/projects/aurora/runs/train/report.json" \
+  || fail "the run's results did not survive the uninstall"
+echo "the run's results remain on the claim: projects/aurora/runs/train/report.json"
 step "done: every step passed in $(elapsed)s (work files in $work)"

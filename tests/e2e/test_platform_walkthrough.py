@@ -2,8 +2,8 @@
 
 From a simulated cluster holding only nodes: `tau cluster install` (stand-in charts for Kueue/KubeRay, the real
 `tau-controller run`) to READY; `tau workspace create --apply` and the controller's Ready; the researcher's
-init-repo, connection, run, watch, logs and get; quota show while the run is admitted; a second workspace and a
-user outside the group refused; `tau cluster uninstall --yes` with the namespace and its claim kept.
+init-repo, connection, run, watch, logs and get (the run's report.json fetched from the data claim); quota show
+while the run is admitted; a second workspace and a user outside the group refused; `tau cluster uninstall --yes` with the namespace and its claim kept.
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ def test_platform_walkthrough(helm_bin: Path, kubectl_bin: Path, tmp_path: Path)
     follow = _section(out, 5)
     assert "Result: succeeded" in follow
     assert "step 2 loss=0.31" in follow  # tau logs: the simulated container's output
+    # tau run get: the scaffold's durable output on the data claim, listed and fetched through the helper pod
+    assert "PATH: /data/projects/aurora/runs/train" in follow and "PVC:  blob-training" in follow
+    assert re.search(r"^  report\.json  \(\d+ bytes\)$", follow, re.M), follow
+    assert '"output": "/data/projects/aurora/runs/train"' in follow
+    assert "error:" not in follow
     request = _section(out, 6)
     assert "TauQuotaRequest tau-system/aurora-cpu-quota-request created" in request
     # the admission guard (a ValidatingAdmissionPolicy) refuses a self-approved request: it never exists
@@ -64,5 +69,6 @@ def test_platform_walkthrough(helm_bin: Path, kubectl_bin: Path, tmp_path: Path)
     kept = _section(out, 8)
     assert "TauGrid Helm release removed." in kept
     assert re.search(r"^aurora\s+Active", kept, re.M) and re.search(r"^blob-training\s", kept, re.M)
+    assert "the run's results remain on the claim" in kept
     work = tmp_path / "work"
     assert "Traceback" not in (work / "controller.log").read_text()

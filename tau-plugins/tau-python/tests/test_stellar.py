@@ -101,3 +101,53 @@ def test_lightning_logger_needs_lightning(repo: Path) -> None:
 
     with pytest.raises(TauSDKError, match=r"StellarLogger needs Lightning"):
         stellar.StellarLogger(project="p", run="lt")
+
+
+def test_every_buffered_row_lands_after_finish(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer drains the queue while the loop keeps logging: no row is lost or reordered."""
+    monkeypatch.setattr(stellar, "FLUSH_ROWS", 500)  # wake the writer often, racing the hot path
+    run = stellar.init(project="p", run="many", dir=repo / "packet")
+    metrics = {"loss": 0.0}
+    for step in range(20000):
+        metrics["loss"] = step / 7  # the caller reuses its dict: log keeps a copy
+        stellar.log(metrics)
+    run.finish(sync=False)
+    rows = _rows(run.packet / "history.jsonl")
+    assert [r["_step"] for r in rows] == list(range(20000))
+    assert rows[-1]["loss"] == 19999 / 7
+
+
+CRASH = """
+import os, signal, sys
+from tau import stellar
+run = stellar.init(project="p", run="crash", dir=sys.argv[1])
+for step in range(3000):
+    stellar.log({"loss": float(step)})
+if sys.argv[2] == "raise":
+    raise RuntimeError("the training loop crashed")
+os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+@pytest.mark.parametrize("how", ["raise", "sigterm"])
+@pytest.mark.parametrize("in_job", [False, True])
+def test_buffered_rows_land_when_the_process_dies_without_finish(repo: Path, tmp_path: Path, how: str,
+                                                                 in_job: bool) -> None:
+    import os
+    import signal
+
+    env = {**os.environ}
+    env.pop("TAU_CLUSTER_JOB", None)
+    if in_job:
+        env.update({"TAU_CLUSTER_JOB": "1", "TAU_OUTPUT_DIR": str(tmp_path / "output")})
+    packet = tmp_path / "packet"
+    done = subprocess.run([sys.executable, "-c", CRASH, str(packet), how], env=env, capture_output=True, text=True,
+                          timeout=120)
+    if how == "raise":
+        assert done.returncode == 1 and "the training loop crashed" in done.stderr
+    else:
+        assert done.returncode == -signal.SIGTERM, done.stderr  # still dies of SIGTERM, after flushing
+    assert [r["_step"] for r in _rows(packet / "history.jsonl")] == list(range(3000))
+    if in_job:  # the closed chunks the offload sidecar ships hold every row too
+        chunks = sorted((tmp_path / "output" / "stellar").glob(stellar.HISTORY_GLOB.split("/", 1)[1]))
+        assert [r["_step"] for c in chunks for r in _rows(c)] == list(range(3000))

@@ -74,7 +74,7 @@ def test_no_descriptor_without_enough_facts(tau_cli, tmp_path):
     (("--workspace", "aurora", *AZURE[:2], "--azure-tenant-id", "nope", *AZURE[4:]), "must be a UUID"),
     (("--workspace", "Aurora!", "--kube-context", "c"), "--workspace"),
     (("--workspace", "aurora", "--kube-context", "a: b"), "YAML-special"),
-    (("--template", "dpr"), "not available in this release"),
+    (("--template", "gpu"), "is not one of python, external-github, dpr"),
     (("--image", "bad image"), "not an image reference"),
 ])
 def test_bad_flags_write_nothing(tau_cli, tmp_path, args, message):

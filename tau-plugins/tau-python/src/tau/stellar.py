@@ -1,8 +1,11 @@
 """``tau.stellar``: log metrics, images, HTML and tables from a training loop into Stellar.
 
 ``init`` opens a run and a local packet directory (``history.jsonl``, ``config.json``,
-``artifacts/`` and ``artifacts.jsonl``).  ``log`` only appends to an in-memory buffer; a background
-writer turns full buffers into JSONL, so a training loop pays a few microseconds per call.
+``artifacts/`` and ``artifacts.jsonl``).  ``log`` only appends to an in-memory queue; a background
+writer turns it into JSONL every 2 s (or at FLUSH_ROWS rows), so a training loop pays about a
+microsecond per call.  Buffered rows are written by ``finish``, at interpreter exit (``atexit``, also
+after an uncaught exception) and on SIGTERM (when no other handler is installed); only a hard kill
+(SIGKILL, ``os._exit``) loses the last two seconds.
 
 * On a workstation (or ``tau run --local``), ``finish`` records the metrics in the local
   experiment store in-process, through the ``experiment-store`` telemetry sink (no subprocess).
@@ -14,11 +17,15 @@ writer turns full buffers into JSONL, so a training loop pays a few microseconds
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
+import signal
 import threading
 import time
+import weakref
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,8 +91,9 @@ class Run:
         self.in_job = _inside_a_run()
         output = Path(os.environ.get("TAU_OUTPUT_DIR", str(packet)))
         self.chunk_dir = output / CHUNK_DIR if self.in_job else None
-        self._rows: list[tuple[int, float, dict[str, Any]]] = []
-        self._lock = threading.Lock()
+        self._rows: deque[tuple[int, float, dict[str, Any]]] = deque()  # append/popleft: atomic, no lock
+        self._append = self._rows.append
+        self._flush_lock = threading.RLock()  # one writer at a time; re-entrant for a SIGTERM mid-flush
         self._wake = threading.Event()
         self._stop = False
         self._chunks = 0
@@ -95,12 +103,17 @@ class Run:
         (packet / "artifacts").mkdir(exist_ok=True)
         (packet / "config.json").write_text(json.dumps(dict(config or {}), sort_keys=True, default=str) + "\n",
                                             encoding="utf-8")
+        _OPEN.add(self)
         self._writer = threading.Thread(target=self._write_loop, name="tau-stellar-writer", daemon=True)
         self._writer.start()
 
     # -- hot path ----------------------------------------------------------------------------
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Record ``metrics`` at ``step`` (default: one past the last step); artifacts are saved now."""
+        """Record ``metrics`` at ``step`` (default: one past the last step); artifacts are saved now.
+
+        Scalars only go into an in-memory queue (a copy of ``metrics``, so the caller may reuse its dict);
+        the background writer formats and writes them.
+        """
         if step is None:
             step = self._step
         self._step = step + 1
@@ -108,9 +121,8 @@ class Run:
             if isinstance(value, Image):  # the slow path: artifacts are written now, scalars buffered
                 self._log_artifacts(metrics, step)
                 return
-        rows = self._rows
-        rows.append((step, _now(), dict(metrics)))
-        if len(rows) >= FLUSH_ROWS:
+        self._append((step, _now(), dict(metrics)))
+        if len(self._rows) >= FLUSH_ROWS:
             self._wake.set()
 
     def _log_artifacts(self, metrics: Mapping[str, Any], step: int) -> None:
@@ -119,13 +131,12 @@ class Run:
             if isinstance(value, Image):
                 del values[key]
                 self._artifact(key, value, step)
-        self._rows.append((step, _now(), values))
+        self._append((step, _now(), values))
 
     # -- writer ------------------------------------------------------------------------------
     def _take(self) -> list[tuple[int, float, dict[str, Any]]]:
-        with self._lock:
-            rows, self._rows = self._rows, []
-        return rows
+        rows, pop = self._rows, self._rows.popleft
+        return [pop() for _ in range(len(rows))]  # rows logged meanwhile stay queued for the next flush
 
     def _write_loop(self) -> None:
         while not self._stop:
@@ -134,20 +145,30 @@ class Run:
             self.flush()
 
     def flush(self) -> None:
-        """Write buffered rows (the background writer does this; finish does it one last time)."""
-        rows = self._take()
-        if not rows:
-            return
-        text = "".join([_row(s, t, v) for s, t, v in rows])
-        with open(self.packet / "history.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(text)
-        if self.chunk_dir is not None:  # one closed chunk per flush: dotfile, then atomic rename
-            self.chunk_dir.mkdir(parents=True, exist_ok=True)
-            self._chunks += 1
-            final = self.chunk_dir / CHUNK_PATTERN.replace("*", f"{self._chunks:06d}")
-            tmp = self.chunk_dir / f".{final.name}.tmp"
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, final)
+        """Write buffered rows (the background writer does this; finish, exit and SIGTERM do it one last time)."""
+        with self._flush_lock:
+            rows = self._take()
+            if not rows:
+                return
+            text = "".join([_row(s, t, v) for s, t, v in rows])
+            with open(self.packet / "history.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(text)
+            if self.chunk_dir is not None:  # one closed chunk per flush: dotfile, then atomic rename
+                self.chunk_dir.mkdir(parents=True, exist_ok=True)
+                self._chunks += 1
+                final = self.chunk_dir / CHUNK_PATTERN.replace("*", f"{self._chunks:06d}")
+                tmp = self.chunk_dir / f".{final.name}.tmp"
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, final)
+
+    def close(self) -> None:
+        """Stop the writer and write what is buffered (no recording): the exit path of an unfinished run."""
+        self._stop = True
+        self._wake.set()
+        if self._writer is not threading.current_thread():
+            self._writer.join(timeout=5)
+        self.flush()
+        _OPEN.discard(self)
 
     # -- artifacts and lineage ---------------------------------------------------------------
     def _artifact(self, key: str, value: Image, step: int) -> None:
@@ -173,10 +194,7 @@ class Run:
         """Flush; on a workstation record the packet in the experiment store (in-process) when ``sync``."""
         if self.finished:
             return {"run": self.run_id, "recorded": 0}
-        self._stop = True
-        self._wake.set()
-        self._writer.join(timeout=5)
-        self.flush()
+        self.close()
         self.finished = True
         global _current
         if _current is self:
@@ -187,6 +205,36 @@ class Run:
 
 
 _now = time.time
+_OPEN: weakref.WeakSet[Run] = weakref.WeakSet()
+
+
+def _flush_open_runs() -> None:
+    """At interpreter exit (also after an uncaught exception): every unfinished run writes its buffered rows."""
+    for run in list(_OPEN):
+        try:
+            run.close()
+        except OSError:
+            pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Preemption and ``kubectl delete`` send SIGTERM: write the buffers, then die of SIGTERM as before."""
+    _flush_open_runs()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_exit_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_flush_open_runs)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)  # only when nobody else handles SIGTERM
+
+
+_hooks_installed = False
 _KEYS: dict[str, str] = {}
 
 
@@ -277,6 +325,7 @@ def init(project: str | None = None, run: str | None = None, group: str | None =
         from tau_core.backends.local import paths
 
         packet = paths.tau_home() / "stellar" / project / run_id
+    _install_exit_hooks()
     _current = Run(project, run_id, group, _slug(experiment) if experiment else "", packet, config, store)
     return _current
 

@@ -83,7 +83,9 @@ def connection(path: Path | None, offline: bool, output: str) -> None:
               help="Scaffold a repository whose targets run on this machine (access.method: local).")
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Directory to write (default: ./NAME).")
 @click.option("--image", default=None, help="Image the targets run (required unless --local).")
-@click.option("--template", default="python", show_default=True, help="Scaffold template.")
+@click.option("--template", default="python", show_default=True,
+              help="Scaffold template: python, external-github (needs --upstream and --ref) or dpr "
+                   "(facebookresearch/DPR@main unless --upstream/--ref say otherwise).")
 @click.option("--python-version", default="3.12", show_default=True)
 @click.option("--package", default=None, help="Python package name (default: NAME sanitized).")
 @click.option("--tau-rev", default="main", show_default=True, help="Tau revision recorded in the scaffold.")
@@ -95,6 +97,12 @@ def connection(path: Path | None, offline: bool, output: str) -> None:
 @click.option("--aks-resource-group", default=None, help="AKS descriptor: resource group.")
 @click.option("--aks-cluster", default=None, help="AKS descriptor: cluster name.")
 @click.option("--acr-name", default=None, help="Container registry used by scripts/setup-azure.sh.")
+@click.option("--upstream", default=None, help="Upstream templates: the GitHub repository OWNER/REPO to run.")
+@click.option("--ref", default=None, help="Upstream templates: the branch, tag or full commit SHA to check out.")
+@click.option("--package-import", default=None,
+              help="Upstream templates: the module the smoke target imports (default: the repository name).")
+@click.option("--smoke-command", default=None, help="Upstream templates: what `tau run smoke` runs in the checkout.")
+@click.option("--train-command", default=None, help="Upstream templates: what `tau run train` runs in the checkout.")
 @click.option("--force", is_flag=True, help="Overwrite the scaffold's own files if they exist.")
 def init_repo(name: str, output: Path | None, force: bool, **flags: Any) -> None:
     """Scaffold a TauGrid-ready repository called NAME.
@@ -108,6 +116,8 @@ def init_repo(name: str, output: Path | None, force: bool, **flags: Any) -> None
     Examples:
       tau workspace init-repo my-research --local
       tau workspace init-repo my-research --image ghcr.io/acme/train:1.0 --workspace aurora --kube-context research
+      tau workspace init-repo dpr-research --template dpr --image ghcr.io/acme/dpr:1.0
+      tau workspace init-repo my-port --template external-github --upstream acme/lib --ref v1.2.0 --image <tag>
     """
     from tau_workspace.scaffold import ScaffoldRequest, plan, write
 

@@ -14,6 +14,7 @@ the same flags give byte-identical files with identical modes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -22,7 +23,7 @@ import attrs
 
 from tau_core import __version__, pathsafe
 from tau_core.errors import ConflictError, UsageError
-from tau_workspace import names, templates
+from tau_workspace import names, templates, upstream
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _PYTHON = re.compile(r"^3\.\d{1,2}$")
@@ -52,6 +53,11 @@ class ScaffoldRequest:
     aks_resource_group: str | None = None
     aks_cluster: str | None = None
     acr_name: str | None = None
+    upstream: str | None = None
+    ref: str | None = None
+    package_import: str | None = None
+    smoke_command: str | None = None
+    train_command: str | None = None
     local: bool = False
 
 
@@ -113,11 +119,8 @@ def _descriptor(req: ScaffoldRequest) -> ScaffoldFile | None:
     return ScaffoldFile("tau/workspace.connection.yaml", text)
 
 
-def _cluster_files(req: ScaffoldRequest) -> list[ScaffoldFile]:
-    from tau_core.backends.local.scaffold import TRAIN_PY
-
-    if req.template != "python":
-        raise UsageError(f"--template {names.shown(req.template)} is not available in this release; use python")
+def _check_cluster_flags(req: ScaffoldRequest) -> str:
+    """Validate the flags every cluster template shares; returns the Python package name."""
     if not req.image:
         raise UsageError("--image is required", hint="the image the targets run, e.g. ghcr.io/acme/train:1.0 "
                          "(or --local for a repository that runs on this machine)")
@@ -131,16 +134,68 @@ def _cluster_files(req: ScaffoldRequest) -> list[ScaffoldFile]:
     for value, flag in ((req.tau_rev, "--tau-rev"), (req.acr_name or "", "--acr-name")):
         if not re.fullmatch(r"[A-Za-z0-9._/-]{0,100}", value):
             raise UsageError(f"{flag} {names.shown(value)} contains unexpected characters")
-    v = {"name": req.name, "package": package, "image": req.image, "python_version": req.python_version,
+    return package
+
+
+def output_dir(req: ScaffoldRequest, target: str) -> str:
+    """Where a target's durable results go: under the workspace's default outputRoot when a workspace is named
+    (``tau workspace create`` defaults it to /data/projects/<workspace>/runs), else the Job default."""
+    if req.workspace:
+        return f"/data/projects/{req.workspace}/runs/{target}"
+    return f"/data/checkpoints/workflows/{target}"
+
+
+def _env(pairs: list[tuple[str, str]]) -> str:
+    return "".join(f"    {key}: {json.dumps(value)}\n" for key, value in pairs)
+
+
+def _targets(req: ScaffoldRequest, v: dict[str, str], up: upstream.Upstream | None) -> list[ScaffoldFile]:
+    files = []
+    for target, script, gpus, steps, comment in (
+            ("smoke", "smoke.py", 0, 2, "Smoke target: `tau run smoke` proves the setup in seconds."),
+            ("train", "train.py", 0, 40, "Training target: `tau run train` (CPU)."),
+            ("train-gpu", "train.py", 1, 40, "GPU training target: `tau run train-gpu` (one GPU).")):
+        output = output_dir(req, target)
+        if up is None:
+            env = [("STEPS", str(steps)), ("OUTPUT_DIR", output)]
+        else:
+            script = "upstream.py"
+            command = up.smoke_command if target == "smoke" else up.train_command
+            env = [("UPSTREAM_COMMAND", command), ("UPSTREAM_DIR", "/opt/upstream"), ("UPSTREAM_REPO", up.repo),
+                   ("UPSTREAM_REF", up.ref), ("OUTPUT_DIR", output)]
+        files.append(ScaffoldFile(f"tau/{target}.yaml", templates.TARGET.format(
+            comment=comment, target=target, script=script, gpus=gpus, env=_env(env), output=output, **v)))
+    return files
+
+
+def _cluster_files(req: ScaffoldRequest) -> list[ScaffoldFile]:
+    from tau_core.backends.local.scaffold import TRAIN_PY
+
+    up = upstream.resolve(upstream.UpstreamFlags(
+        template=req.template, upstream=req.upstream, ref=req.ref, package_import=req.package_import,
+        smoke_command=req.smoke_command, train_command=req.train_command))
+    package = _check_cluster_flags(req)
+    v = {"name": req.name, "package": package, "image": req.image or "", "python_version": req.python_version,
          "tau_rev": req.tau_rev, "acr": req.acr_name or ""}
+    readme, dockerfile = templates.README.format(**v), templates.DOCKERFILE.format(**v)
+    local_output = 'os.environ.get("TAU_OUTPUT_DIR", "output")'
+    train_py = TRAIN_PY.format(name=req.name)
+    if local_output not in train_py:  # the shared trainer changed shape: fail loudly rather than lose results
+        raise RuntimeError("the local trainer template no longer reads TAU_OUTPUT_DIR")
+    train_py = train_py.replace(local_output, f'os.environ.get("OUTPUT_DIR") or {local_output}')
+    if up is not None:
+        u = {"upstream": up.repo, "upstream_url": up.url, "upstream_ref": up.ref, "smoke_command": up.smoke_command,
+             "train_command": up.train_command, "package": package, "python_version": req.python_version}
+        readme += templates.UPSTREAM_README.format(**u)
+        dockerfile = templates.UPSTREAM_DOCKERFILE.format(**u)
     exe = 0o755
     files = [
         ScaffoldFile(".env.example", templates.ENV_EXAMPLE.format(**v)),
         ScaffoldFile(".gitignore", templates.GITIGNORE),
         ScaffoldFile(".python-version", f"{req.python_version}\n"),
         ScaffoldFile("AGENTS.md", templates.AGENTS.format(**v)),
-        ScaffoldFile("README.md", templates.README.format(**v)),
-        ScaffoldFile("images/train.Dockerfile", templates.DOCKERFILE.format(**v)),
+        ScaffoldFile("README.md", readme),
+        ScaffoldFile("images/train.Dockerfile", dockerfile),
         ScaffoldFile("pyproject.toml", templates.PYPROJECT.format(**v)),
         ScaffoldFile("scripts/configure.sh", templates.CONFIGURE_SH.format(**v), exe),
         ScaffoldFile("scripts/doctor.sh", templates.DOCTOR_SH.format(**v), exe),
@@ -150,15 +205,11 @@ def _cluster_files(req: ScaffoldRequest) -> list[ScaffoldFile]:
         ScaffoldFile("scripts/train.sh", templates.RUN_SH.format(target="train"), exe),
         ScaffoldFile(f"src/{package}/__init__.py", templates.INIT_PY.format(**v)),
         ScaffoldFile(f"src/{package}/smoke.py", templates.SMOKE_PY.format(**v)),
-        ScaffoldFile(f"src/{package}/train.py", TRAIN_PY.format(name=req.name)),
+        ScaffoldFile(f"src/{package}/train.py", train_py),
     ]
-    for target, script, gpus, steps, comment in (
-            ("smoke", "smoke.py", 0, 2, "Smoke target: `tau run smoke` proves the setup in seconds."),
-            ("train", "train.py", 0, 40, "Training target: `tau run train` (CPU)."),
-            ("train-gpu", "train.py", 1, 40, "GPU training target: `tau run train-gpu` (one GPU).")):
-        files.append(ScaffoldFile(f"tau/{target}.yaml", templates.TARGET.format(
-            comment=comment, target=target, script=script, gpus=gpus, steps=steps, **v)))
-    return files
+    if up is not None:
+        files.append(ScaffoldFile(f"src/{package}/upstream.py", templates.UPSTREAM_PY.format()))
+    return files + _targets(req, v, up)
 
 
 def plan(req: ScaffoldRequest) -> list[ScaffoldFile]:
@@ -168,6 +219,11 @@ def plan(req: ScaffoldRequest) -> list[ScaffoldFile]:
         if req.workspace or req.kube_context or req.azure_subscription_id or req.image:
             raise UsageError("--local repositories run on this machine; drop --workspace, --kube-context, --image "
                              "and the Azure flags")
+        extra = [flag for flag, value in zip(upstream.UPSTREAM_FLAGS, (req.upstream, req.ref, req.package_import,
+                                                                      req.smoke_command, req.train_command),
+                                             strict=True) if value is not None]
+        if req.template != "python" or extra:
+            raise UsageError(f"--local uses the python template; drop {extra[0] if extra else '--template'}")
         return _local_files(req)
     files = _cluster_files(req)
     descriptor = _descriptor(req)

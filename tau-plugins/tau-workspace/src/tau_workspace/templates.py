@@ -173,7 +173,12 @@ compute:
 runtime:
   image: {image}
   env:
-    STEPS: "{steps}"
+{env}storage:
+  # Durable results on the platform's data claim, mounted at /data (the platform team provisions it;
+  # `tau workspace check <workspace> --data-pvc blob-training` verifies it). The code writes to
+  # $OUTPUT_DIR and `tau run get {target}` fetches from there.
+  data_pvc: blob-training
+  output: {output}
 metrics:
   history:
     - metrics/*.jsonl
@@ -193,7 +198,7 @@ import json
 import os
 from pathlib import Path
 
-out = Path(os.environ.get("TAU_OUTPUT_DIR", "output"))
+out = Path(os.environ.get("OUTPUT_DIR") or os.environ.get("TAU_OUTPUT_DIR", "output"))
 out.mkdir(parents=True, exist_ok=True)
 (out / "report.json").write_text(json.dumps({{"smoke": "ok"}}) + "\\n")
 print("smoke ok")
@@ -246,3 +251,75 @@ requirements:
 network:
   privateCluster: false
 """
+
+UPSTREAM_DOCKERFILE = """\
+# The image every target runs: the upstream code at a fixed ref in /opt/upstream, then this package.
+# Build and push it, then ./scripts/configure.sh --image <tag>.
+FROM python:{python_version}-slim
+RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
+ARG UPSTREAM_URL={upstream_url}
+ARG UPSTREAM_REF={upstream_ref}
+RUN git init -q /opt/upstream \\
+ && git -C /opt/upstream remote add origin "$UPSTREAM_URL" \\
+ && git -C /opt/upstream fetch -q --depth 1 origin "$UPSTREAM_REF" \\
+ && git -C /opt/upstream checkout -q --detach FETCH_HEAD
+RUN if [ -f /opt/upstream/setup.py ] || [ -f /opt/upstream/pyproject.toml ]; then \\
+      python -m pip install --no-cache-dir -e /opt/upstream; \\
+    elif [ -f /opt/upstream/requirements.txt ]; then \\
+      python -m pip install --no-cache-dir -r /opt/upstream/requirements.txt; \\
+    fi
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY src ./src
+RUN python -m pip install --no-cache-dir .
+"""
+
+UPSTREAM_README = """\
+
+## Upstream code
+
+This repository runs [{upstream}](https://github.com/{upstream}) at `{upstream_ref}` (cloned into
+`/opt/upstream` by `images/train.Dockerfile`; change the ref there and rebuild). The targets run
+`src/{package}/upstream.py`, which executes a command in `/opt/upstream` and writes `report.json`:
+
+| Target | Command |
+|---|---|
+| `tau run smoke` | `{smoke_command}` |
+| `tau run train` | `{train_command}` |
+
+Edit `UPSTREAM_COMMAND` in `tau/*.yaml` to change them. `$OUTPUT_DIR` is the run's durable output directory.
+"""
+
+UPSTREAM_PY = '''\
+"""Run the upstream command of this target in the upstream checkout, then record report.json.
+
+UPSTREAM_COMMAND (from tau/<target>.yaml) runs under bash in UPSTREAM_DIR (default /opt/upstream) with
+OUTPUT_DIR set to the run's durable output directory. The exit code is the command's.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def main():
+    command = os.environ["UPSTREAM_COMMAND"]
+    workdir = os.environ.get("UPSTREAM_DIR", "/opt/upstream")
+    output = Path(os.environ.get("OUTPUT_DIR") or os.environ.get("TAU_OUTPUT_DIR", "output")).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    print(f"upstream {{os.environ.get('UPSTREAM_REPO', '?')}}@{{os.environ.get('UPSTREAM_REF', '?')}}: {{command}}",
+          flush=True)
+    code = subprocess.call(["bash", "-c", command], cwd=workdir, env={{**os.environ, "OUTPUT_DIR": str(output)}})
+    report = {{"command": command, "exit_code": code, "seconds": round(time.time() - started, 3),
+              "upstream": os.environ.get("UPSTREAM_REPO", ""), "ref": os.environ.get("UPSTREAM_REF", "")}}
+    (output / "report.json").write_text(json.dumps(report, indent=2) + "\\n")
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
+'''

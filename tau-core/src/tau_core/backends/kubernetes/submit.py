@@ -16,6 +16,7 @@ from tau_core.errors import ConflictError, NotFoundError, TauError, UsageError
 from tau_core.kube import KubeApiError, KubeSession, WriteOutcomeUnknown, api_path
 from tau_core.lifecycle.base import RunRef, SubmitRequest, SubmitResult
 
+from . import queue_gate
 from .objects import (
     DEFAULT_PRIORITY_CLASSES,
     Obj,
@@ -53,14 +54,24 @@ class Submit(Targeting):
         ref = RunRef(request.name, "kubernetes", ns, session.context)
         if request.context.dry_run == "server":
             return await self._server_dry_run(session, ref, objects)
+        queue = queue_gate.gate(objects)  # a run shipping a Secret is queued only once the Secret exists
         created_obj, created = await self._create_once(session, workload, submission_id)
+        made: list[Obj] = []
         try:
             for obj in objects[1:]:
-                await self._create_once(session, obj, submission_id)
+                if queue and obj.get("kind") == "Secret":
+                    queue_gate.own(obj, created_obj)
+                made_obj, made_now = await self._create_once(session, obj, submission_id)
+                if made_now:
+                    made.append(made_obj)
+            if queue:
+                await queue_gate.release(session, created_obj, queue)
         except BaseException:
             if created:
                 await session.delete(_path_of(workload, named=True), propagation="Foreground",
                                      uid=_meta(created_obj).get("uid"))
+                for obj in made if queue else []:  # the gate's Secrets: gone with the run, not left behind
+                    await session.delete(_path_of(obj, named=True), uid=_meta(obj).get("uid"))
             raise
         kind = workload.get("kind", "")
         noun = "rayjob" if kind == "RayJob" else "job"

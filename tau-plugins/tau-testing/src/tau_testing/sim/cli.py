@@ -28,13 +28,17 @@ def _serve(args: argparse.Namespace) -> int:
         cluster.add_user(name, groups)
     if args.bare_nodes:
         _bare_nodes(cluster, args.bare_nodes)
-    if args.job_seconds is not None:
+    job_lines = ["starting (simulated container)", "step 1 loss=0.52", "step 2 loss=0.31", "done"]
+    if args.volumes_dir:
+        from tau_testing.sim.volumes import HostVolumes
+
+        HostVolumes(Path(args.volumes_dir)).install(cluster, job_lines, 1 if args.job_seconds is None
+                                                    else args.job_seconds)
+    elif args.job_seconds is not None:
         from tau_testing.sim.scripts import PodScript, scripts_of
 
         scripts_of(cluster).add(lambda pod: "job-name" in ((pod.get("metadata") or {}).get("labels") or {}),
-                                PodScript(run_seconds=args.job_seconds,
-                                          logs=["starting (simulated container)", "step 1 loss=0.52",
-                                                "step 2 loss=0.31", "done"]))
+                                PodScript(run_seconds=args.job_seconds, logs=job_lines))
     if args.controllers:
         try:
             from tau_testing.sim.controllers import install_default_controllers
@@ -148,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="serve the API without the simulated controllers")
     serve.add_argument("--job-seconds", type=float, default=None, metavar="S",
                        help="batch Job pods run S seconds and print a few log lines (default: 1 second)")
+    serve.add_argument("--volumes-dir", default=None, metavar="DIR",
+                       help="back each PersistentVolumeClaim NS/CLAIM with DIR/NS/CLAIM: `tau run get` reads "
+                            "there, and a batch Job pod mounting a claim at /data writes report.json into its "
+                            "$OUTPUT_DIR (standing in for the code; the simulator runs none)")
     chart = sub.add_parser("standin-chart", help="build the TauGrid umbrella chart with test stand-ins",
                            description="Copy deploy/charts and replace the upstream Kueue and KubeRay charts "
                            "(not reachable here) with small local stand-ins; prints the chart directory.")

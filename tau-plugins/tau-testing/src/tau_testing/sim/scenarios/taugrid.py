@@ -24,7 +24,6 @@ volume (symbolic links and paths outside the result root are refused).
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,7 +50,6 @@ OUTSIDER = "outsider"
 ROLE = "tau-researcher-v1"
 OUTPUT_ROOT = "/data/projects/aurora/runs"
 TAU_CLUSTER_GENERATION = 1
-HELPER_MOUNT = "/tau-pvc"
 RBAC = "rbac.authorization.k8s.io/v1"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 TAU = keys.API_VERSION
@@ -77,9 +75,9 @@ READ = ["get", "list", "watch"]
 def researcher_rules() -> list[dict[str, Any]]:
     """What ``tau-researcher-v1`` grants inside the workspace namespace."""
     return [
-        _rule(["create", "delete", *READ], ["batch"], ["jobs"]),
+        _rule(["create", "delete", "patch", *READ], ["batch"], ["jobs"]),  # patch: the SDK's queue gate
         _rule(READ, ["batch"], ["jobs/status"]),
-        _rule(["create", "delete", *READ], ["ray.io"], ["rayjobs"]),
+        _rule(["create", "delete", "patch", *READ], ["ray.io"], ["rayjobs"]),
         _rule(READ, ["ray.io"], ["rayclusters", "rayjobs/status"]),
         _rule(["create", "delete", *READ], [""], ["pods"]),
         _rule(["get"], [""], ["pods/log"]),
@@ -96,10 +94,6 @@ def researcher_rules() -> list[dict[str, Any]]:
         _rule(["create", "delete", "patch", *READ], ["autoscaling"], ["horizontalpodautoscalers"]),
         _rule(["patch"], [""], ["services"]),
     ]
-
-
-def _pvc_entry(path: Path, rel: str) -> str:
-    return f"F {path.stat().st_size} {base64.b64encode(rel.encode()).decode()}"
 
 
 @dataclass
@@ -155,40 +149,11 @@ class TauGridScenario:
         path.write_bytes(content.encode() if isinstance(content, str) else content)
         return path
 
-    def _host_path(self, container_path: str) -> Path | None:
-        prefix = HELPER_MOUNT + "/data"
-        if container_path != prefix and not container_path.startswith(prefix + "/"):
-            return None
-        return self.volume / container_path[len(prefix):].lstrip("/")
-
     def _helper_output(self, pod: dict[str, Any], container: str) -> list[str]:
         """What the ``tau run get`` helper pod's shell script prints, computed against :attr:`volume`."""
-        spec = pod.get("spec") or {}
-        main = (spec.get("containers") or [{}])[0]
-        env = {e.get("name"): e.get("value") for e in main.get("env") or []}
-        mode, root_c, target_c = env.get("TAU_GET_MODE"), env.get("TAU_GET_ROOT", ""), env.get("TAU_GET_TARGET", "")
-        root, target = self._host_path(str(root_c)), self._host_path(str(target_c))
-        if root is None or target is None:
-            return ["TAU_PVC_GET_NOT_FOUND"]
-        if target.is_symlink():
-            return ["TAU_PVC_GET_REFUSED symlink"]
-        if not target.exists():
-            return ["TAU_PVC_GET_NOT_FOUND"]
-        real_root, real = root.resolve(), target.resolve()
-        if real != real_root and real_root not in real.parents:
-            return ["TAU_PVC_GET_REFUSED outside"]
-        if mode == "file":
-            if not target.is_file():
-                return ["TAU_PVC_GET_NOT_FOUND"]
-            data = base64.b64encode(target.read_bytes()).decode()
-            chunks = [data[i:i + 76] for i in range(0, len(data), 76)] or [""]
-            return ["TAU_PVC_GET_BEGIN", *chunks, "TAU_PVC_GET_END"]
-        lines = []
-        for path in sorted(target.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                lines.append(_pvc_entry(path, str(path.relative_to(target))))
-        lines.append(f"TAU_PVC_LIST_COMPLETE:{pod['metadata']['name']}")
-        return lines
+        from tau_testing.sim.volumes import helper_output
+
+        return helper_output(pod, self.volume)
 
     def _script_helper_pods(self) -> None:
         from tau_testing.sim.scripts import PodScript, scripts_of
