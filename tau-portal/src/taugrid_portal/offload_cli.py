@@ -180,7 +180,7 @@ def offload_metrics(output: str, as_json: bool, **params: Any) -> None:
         if targets.kusto_error:
             row["kusto_error"] = targets.kusto_error
         if as_json:
-            click.echo(to_json(row).replace("\n", "") if opts.watch else to_json(row))
+            click.echo(json.dumps(row) if opts.watch else to_json(row))  # watch: one JSON line per pass
         elif result.chunks or completed or not opts.watch or iteration == 1:
             cells = [str(row[c.lower()]).lower() for c in WATCH_COLS]
             click.echo(render_table([cells], WATCH_COLS) if iteration == 1 else "  ".join(cells))

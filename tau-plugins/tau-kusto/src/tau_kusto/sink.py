@@ -89,6 +89,20 @@ def _check_endpoint(endpoint: str) -> str:
     return endpoint.rstrip("/")
 
 
+class Closable:
+    """A ``TokenCredential`` with the ``close()`` azure-kusto-data calls when its client closes (Tau's own
+    :class:`~tau_core.azure_auth.TokenCredentialAdapter` has none; closing it must not close the caller's)."""
+
+    def __init__(self, credential: Any) -> None:
+        self.credential = credential
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        return self.credential.get_token(*scopes, **kwargs)
+
+    def close(self) -> None:
+        return None
+
+
 class KustoSink:
     """A telemetry sink shipping metric points to Kusto (see the module docstring)."""
 
@@ -140,7 +154,7 @@ class KustoSink:
             from azure.kusto.ingest import QueuedIngestClient
 
             credential = self._credential if self._credential is not None else default_credential()
-            kcsb = KustoConnectionStringBuilder.with_azure_token_credential(self.ingest_url, credential)
+            kcsb = KustoConnectionStringBuilder.with_azure_token_credential(self.ingest_url, Closable(credential))
             self._client = QueuedIngestClient(kcsb)
         return self._client
 
@@ -161,7 +175,7 @@ class KustoSink:
                                         ingestion_mapping_reference=mapping, ingest_by_tags=[batch.tag],
                                         ingest_if_not_exists=[batch.tag], flush_immediately=True,
                                         report_level=ReportLevel.FailuresOnly)
-            source = uuid.uuid5(uuid.NAMESPACE_URL, f"{table}/{batch.tag}")
+            source = uuid.uuid4()  # the blob's name: a resend after a crash mid-upload must not collide
             client.ingest_from_stream(StreamDescriptor(io.BytesIO(data), source_id=source), props)
 
     def flush(self) -> dict[str, Any]:

@@ -43,6 +43,9 @@ class StaticToken:
         self.scopes.extend(scopes)
         return AccessToken(self.token, int(time.time()) + 3600)
 
+    def close(self) -> None:
+        return None
+
 
 @attrs.define
 class LoopbackKusto:
