@@ -110,8 +110,9 @@ def is_identifier(name: str) -> bool:
 
 def kusto_time(value: datetime) -> str:
     """An aware or naive-UTC datetime as Kusto's RFC3339 form with microseconds (``...T12:00:00.000000Z``)."""
-    wall = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-    return wall.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if value.tzinfo is not None and value.utcoffset():
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 @attrs.frozen
@@ -154,23 +155,26 @@ class MetricEvent:
 
     def row(self) -> dict[str, Any]:
         """The event as one JSON object keyed by column name (times in UTC)."""
-        out: dict[str, Any] = {}
-        for col in EVENT_COLUMNS:
-            value = getattr(self, col.name)
-            out[col.name] = kusto_time(value) if isinstance(value, datetime) else value
+        out = {name: getattr(self, name) for name in _EVENT_NAMES}
+        out["wall_time"], out["exported_at"] = kusto_time(self.wall_time), kusto_time(self.exported_at)
         return out
 
 
+_EVENT_NAMES = tuple(c.name for c in EVENT_COLUMNS)
+
+
 def event_id(identity: Mapping[str, Any]) -> str:
-    """``metric-`` + sha256 over the canonical JSON of :data:`EVENT_IDENTITY` (``wall_time`` in UTC)."""
-    doc = {k: (kusto_time(identity[k]) if isinstance(identity[k], datetime) else identity[k])
-           for k in EVENT_IDENTITY}
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """``metric-`` + sha256 over the canonical JSON array of the :data:`EVENT_IDENTITY` values, in that order
+    (``wall_time`` as UTC RFC3339 with microseconds)."""
+    values = [kusto_time(v) if isinstance(v := identity[k], datetime) else v for k in EVENT_IDENTITY]
+    blob = json.dumps(values, separators=(",", ":"), ensure_ascii=False)
     return EVENT_ID_PREFIX + hashlib.sha256(blob.encode()).hexdigest()
 
 
-def to_event(record: ScalarRecord, context: EventContext, exported_at: datetime) -> MetricEvent:
-    """The typed event of one scalar record (``ValueError`` naming the field it lacks or breaks)."""
+def to_event(record: ScalarRecord, context: EventContext, exported_at: datetime,
+             tags: Mapping[str, str] | None = None) -> MetricEvent:
+    """The typed event of one scalar record (``ValueError`` naming the field it lacks or breaks); ``tags``
+    replaces the record's tags."""
     if record.step is None:
         raise ValueError(f"{record.run_id}/{record.metric_name}: step is required for a metric event")
     if record.wall_time is None:
@@ -186,14 +190,14 @@ def to_event(record: ScalarRecord, context: EventContext, exported_at: datetime)
         "value": record.value, "unit": record.unit or "", "source": record.source or "",
         "split": record.split or "", "metric_file_id": context.metric_file_id,
         "metric_file_path": context.metric_file_path,
-        "tags": {k: v for k, v in record.tags.items() if k not in PROTECTED_TAGS},
+        "tags": {k: v for k, v in (record.tags if tags is None else tags).items() if k not in PROTECTED_TAGS},
         "exported_at": exported_at}
     event = MetricEvent(event_id=event_id(fields), **fields)
-    validate_event(event)
+    validate_event(event, check_id=False)  # the id was just derived from these fields
     return event
 
 
-def validate_event(event: MetricEvent) -> None:
+def validate_event(event: MetricEvent, *, check_id: bool = True) -> None:
     """The v1 rules: required identity, ``step >= 0``, a finite value, and an ``event_id`` that matches."""
     for name in ("project", "experiment_id", "run_group_id", "run_id", "metric_name"):
         if not getattr(event, name):
@@ -202,20 +206,21 @@ def validate_event(event: MetricEvent) -> None:
         raise ValueError(f"metric event {event.run_id}/{event.metric_name}: step must be >= 0, got {event.step}")
     if not math.isfinite(event.value):
         raise ValueError(f"metric event {event.run_id}/{event.metric_name}: value must be finite")
-    if event.event_id != event_id(attrs.asdict(event, recurse=False)):
+    if check_id and event.event_id != event_id(attrs.asdict(event, recurse=False)):
         raise ValueError(f"metric event {event.run_id}/{event.metric_name}: event_id does not match its identity")
     overriding = sorted(set(event.tags) & PROTECTED_TAGS)
     if overriding:
         raise ValueError(f"metric event {event.run_id}/{event.metric_name}: tags may not override {overriding}")
 
 
-def projection_row(event: MetricEvent, *, source_store_path: str = "", source_schema_version: str = "") -> \
-        dict[str, Any]:
-    """The ``TauExpMetrics`` row of an event (:data:`PROJECTION_COLUMNS`); ``tau_workspace`` rides in tags."""
-    row = event.row()
-    tags = dict(event.tags)
-    if event.workspace_id:
-        tags["tau_workspace"] = event.workspace_id
+def projection_row(event: MetricEvent | Mapping[str, Any], *, source_store_path: str = "",
+                   source_schema_version: str = "") -> dict[str, Any]:
+    """The ``TauExpMetrics`` row of an event or of its :meth:`MetricEvent.row` (:data:`PROJECTION_COLUMNS`);
+    ``tau_workspace`` rides in the tags."""
+    row = event.row() if isinstance(event, MetricEvent) else event
+    tags = dict(row["tags"])
+    if row["workspace_id"]:
+        tags["tau_workspace"] = row["workspace_id"]
     extra = {"source_store_path": source_store_path, "source_schema_version": source_schema_version,
              "projection_version": PROJECTION_VERSION, "tags": tags}
     return {c.name: extra.get(c.name, row.get(c.name)) for c in PROJECTION_COLUMNS}

@@ -127,15 +127,17 @@ class KustoSink:
                exported_at: datetime | None = None) -> list[MetricEvent]:
         exported = exported_at or datetime.now(UTC)
         out = []
+        contexts: dict[tuple[str, str], EventContext] = {}
         for item in records:
             record = to_record(item)
             tags = dict(record.tags)
             file_id, file_path = tags.pop(FILE_ID_TAG, ""), tags.pop(FILE_PATH_TAG, "")
-            context = attrs.evolve(self.context, metric_file_id=file_id, metric_file_path=file_path) \
-                if file_id or file_path else self.context
-            if tags != record.tags:
-                record = attrs.evolve(record, tags=tags)
-            out.append(to_event(record, context, exported))
+            key = (file_id, file_path)
+            context = contexts.get(key)
+            if context is None:
+                context = contexts[key] = attrs.evolve(self.context, metric_file_id=file_id,
+                                                       metric_file_path=file_path)
+            out.append(to_event(record, context, exported, tags))
         return out
 
     def write(self, records: Iterable[ScalarRecord | Mapping[str, Any]]) -> dict[str, Any]:
@@ -166,8 +168,7 @@ class KustoSink:
         if self.projection:
             import json
 
-            rows = [projection_row(MetricEvent(**_event_fields(json.loads(line))))
-                    for line in batch.data.splitlines() if line]
+            rows = [projection_row(json.loads(line)) for line in batch.data.splitlines() if line]
             targets.append((NAMES.projection_table, NAMES.projection_mapping, ndjson(rows)))
         client = self._ingest_client()
         for table, mapping, data in targets:
@@ -202,9 +203,3 @@ class KustoSink:
             self._client.close()
             self._client = None
 
-
-def _event_fields(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(row)
-    for name in ("wall_time", "exported_at"):
-        out[name] = datetime.fromisoformat(str(out[name]))
-    return out
