@@ -202,11 +202,12 @@ class QueueDrain:
 
 
 def repo_root() -> Path:
-    """The repository holding ``tests/tools/ensure-azurite.sh`` (``TAU_REPO_ROOT``, else up from here)."""
+    """The repository holding ``tests/tools/ensure-azurite.sh``: ``TAU_REPO_ROOT``, else up from this file (an
+    editable install), else up from the working directory (nox installs wheels and runs from the checkout)."""
     env = os.environ.get("TAU_REPO_ROOT")
     if env:
         return Path(env)
-    for parent in Path(__file__).resolve().parents:
+    for parent in [*Path(__file__).resolve().parents, Path.cwd(), *Path.cwd().parents]:
         if (parent / "tests" / "tools" / "ensure-azurite.sh").is_file():
             return parent
     raise RuntimeError("cannot find tests/tools/ensure-azurite.sh; set TAU_REPO_ROOT to the TauGrid checkout")
