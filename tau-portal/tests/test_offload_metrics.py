@@ -53,7 +53,7 @@ def _sidecar_args() -> tuple[list[str], dict[str, str]]:
 
 
 def _remap(values: list[str], root: Path) -> list[str]:
-    return [v.replace("file:///data", f"file://{root}/data").replace("/data/", f"{root}/data/")
+    return [v.replace("/data/", f"{root}/data/")
             .replace("/var/run/tau", f"{root}/var/run/tau") for v in values]
 
 
@@ -95,6 +95,9 @@ def test_the_rendered_sidecar_command_runs_to_completion(tmp_path: Path) -> None
 
     with ExperimentStore.open(store) as s:
         assert s.query("SELECT state FROM runs WHERE run_id = 'portal-ray-stellar'")[0]["state"] == "succeeded"
+    status = json.loads(Path(argv[argv.index("--out") + 1], "metrics-status", "status.json").read_text())
+    assert status["state"] == "succeeded" and status["artifact_uri"] == f"file://{tmp_path}/data/projects/" \
+        "taugrid-default/runs/portal-ray-stellar"
 
 
 def _args(tmp_path: Path, *extra: str) -> list[str]:

@@ -93,6 +93,8 @@ class OffloadOptions:
     max_iterations: int = 0
     store: Path | None = None
     kusto: KustoTarget | None = None
+    artifact_uri: str = ""
+    checkpoint_uri: str = ""
 
 
 # -- strict online rows ----------------------------------------------------------------------------
@@ -371,14 +373,18 @@ def record_completion(opts: OffloadOptions, targets: Targets) -> dict[str, Any]:
     marker = status_record(run_id=opts.run, project=opts.project, run_group_id=opts.group,
                            experiment_id=opts.experiment, state=state, completed_at=when, source=opts.source,
                            tags={**opts.tags, "tau.status.reason": str(doc.get("reason") or ""),
-                                 "tau.status.message": str(doc.get("message") or "")})
+                                 "tau.status.message": str(doc.get("message") or ""),
+                                 **({"tau.status.artifact_uri": opts.artifact_uri} if opts.artifact_uri else {}),
+                                 **({"tau.status.checkpoint_uri": opts.checkpoint_uri} if opts.checkpoint_uri
+                                    else {})})
     if targets.store is not None:
         from taugrid_portal.store.sink import write_records
 
         write_records(targets.store, [marker], source=opts.source)
     if targets.kusto is not None:
         targets.kusto.write([attrs.evolve(marker, tags={**marker.tags, FILE_ID_TAG: "run-status"})])
-    status = {"run_id": opts.run, "state": state, "completed_at": when.isoformat()}
+    status = {"run_id": opts.run, "state": state, "completed_at": when.isoformat(), "artifact_uri": opts.artifact_uri,
+              "checkpoint_uri": opts.checkpoint_uri}
     write_json_atomic(opts.out / STATUS_DIR / "status.json", status)
     return status
 

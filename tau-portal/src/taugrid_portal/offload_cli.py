@@ -124,7 +124,8 @@ def build_options(p: dict[str, Any]) -> Any:
         baseline=bool(p["baseline"]), ready_file=Path(p["ready_file"]) if p.get("ready_file") else None,
         done_file=Path(p["done_file"]) if p.get("done_file") else None, watch=bool(p["watch"]),
         interval=parse_duration(str(p.get("interval") or "1m"), "--interval"), max_iterations=p["max_iterations"],
-        store=store, kusto=kusto)
+        store=store, kusto=kusto, artifact_uri=str(p.get("status_artifact_uri") or ""),
+        checkpoint_uri=str(p.get("status_checkpoint_uri") or ""))
 
 
 @offload_group.command("metrics")
