@@ -47,6 +47,7 @@ def test_management_query_and_queued_ingestion(kusto_up: LoopbackKusto) -> None:
 
 def test_outside_the_subset_fails_loudly(kusto_up: LoopbackKusto) -> None:
     client = kusto_up.client()
+    client.execute_mgmt("Metrics", ".create-merge table LoopT (name:string, n:long, at:datetime, d:dynamic)")
     with pytest.raises(KustoServiceError, match="unsupported operator"):
         client.execute("Metrics", "LoopT | mv-expand d")
     with pytest.raises(KustoServiceError, match="could not be resolved"):
