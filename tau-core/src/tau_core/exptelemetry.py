@@ -153,10 +153,11 @@ class MetricEvent:
     exported_at: datetime
     schema_version: str = EVENT_SCHEMA
 
-    def row(self) -> dict[str, Any]:
-        """The event as one JSON object keyed by column name (times in UTC)."""
+    def row(self, exported_at: str = "") -> dict[str, Any]:
+        """The event as one JSON object keyed by column name (times in UTC); ``exported_at`` may pass the
+        export time already formatted (it is the same for a whole batch)."""
         out = {name: getattr(self, name) for name in _EVENT_NAMES}
-        out["wall_time"], out["exported_at"] = kusto_time(self.wall_time), kusto_time(self.exported_at)
+        out["wall_time"], out["exported_at"] = kusto_time(self.wall_time), exported_at or kusto_time(self.exported_at)
         return out
 
 

@@ -13,7 +13,9 @@ Layout: ``<spool>/pending/<seq 12 digits>-<tag>.ndjson`` (typed event rows) and 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -27,6 +29,8 @@ class Batch:
     path: Path | None
     tag: str
     data: bytes
+    #: the parsed rows of ``data`` when this process wrote it (saves parsing it back to build the projection)
+    rows: tuple[dict[str, Any], ...] | None = attrs.field(default=None, eq=False)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -44,6 +48,7 @@ class Spool:
     def __init__(self, root: str | os.PathLike[str] | None) -> None:
         self.root = Path(root) if root else None
         self._memory: list[Batch] = []
+        self._loaded = False
         self._seq = 0
         if self.root is not None:
             (self.root / "pending").mkdir(parents=True, exist_ok=True)
@@ -52,30 +57,32 @@ class Spool:
             names = sorted(p.name for p in (self.root / "pending").glob("*.ndjson"))
             self._seq = int(names[-1].split("-", 1)[0]) if names else 0
 
-    def add(self, tag: str, data: bytes) -> Batch:
+    def add(self, tag: str, data: bytes, rows: Sequence[dict[str, Any]] | None = None) -> Batch:
+        known = next((b for b in self.pending() if b.tag == tag), None)
+        if known is not None:  # the same events again: already waiting
+            return known
         if self.root is None:
-            batch = Batch(None, tag, data)
-            self._memory.append(batch)
-            return batch
-        if any(b.tag == tag for b in self.pending()):
-            return next(b for b in self.pending() if b.tag == tag)
-        self._seq += 1
-        path = self.root / "pending" / f"{self._seq:012d}-{tag}.ndjson"
-        _write_atomic(path, data)
-        return Batch(path, tag, data)
+            batch = Batch(None, tag, data, tuple(rows) if rows is not None else None)
+        else:
+            self._seq += 1
+            path = self.root / "pending" / f"{self._seq:012d}-{tag}.ndjson"
+            _write_atomic(path, data)
+            batch = Batch(path, tag, data, tuple(rows) if rows is not None else None)
+        self._memory.append(batch)
+        return batch
 
     def pending(self) -> list[Batch]:
-        if self.root is None:
-            return list(self._memory)
-        out = []
-        for path in sorted((self.root / "pending").glob("*.ndjson")):
-            out.append(Batch(path, path.stem.split("-", 1)[1], path.read_bytes()))
-        return out
+        """Batches not yet sent, oldest first (read from disk once per process, then kept in memory)."""
+        if self.root is not None and not self._loaded:
+            self._loaded = True
+            self._memory = [Batch(p, p.stem.split("-", 1)[1], p.read_bytes())
+                            for p in sorted((self.root / "pending").glob("*.ndjson"))]
+        return list(self._memory)
 
     def done(self, batch: Batch, sent: list[str]) -> None:
-        if batch.path is None:
-            self._memory.remove(batch)
+        self._memory = [b for b in self._memory if b.tag != batch.tag]
+        if batch.path is None or self.root is None:
             return
         sent.append(batch.tag)
-        write_json_atomic(self.root / "sent.json", {"sent": sent[-KEEP_SENT:]})  # type: ignore[operator]
+        write_json_atomic(self.root / "sent.json", {"sent": sent[-KEEP_SENT:]})
         batch.path.unlink(missing_ok=True)
