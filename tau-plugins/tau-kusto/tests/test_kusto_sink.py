@@ -113,3 +113,25 @@ def test_no_secret_or_env_value_reaches_kusto(kusto_up: LoopbackKusto, tmp_path:
     dumped = json.dumps([kusto_up.store.rows(t) for t in ("TauExpMetricEventsV1", "TauExpMetrics")], default=str)
     assert "run-secret" in dumped
     assert secret not in dumped and "loopback-kusto-token" not in dumped
+
+
+def test_credentials_workload_identity_tau_sign_in_or_a_clear_error(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from azure.identity import WorkloadIdentityCredential
+
+    from tau_core.azure_auth import TokenCredentialAdapter
+    from tau_core.errors import ConfigError
+    from tau_kusto.sink import default_credential
+
+    with pytest.raises(ConfigError, match="no Azure sign-in for Kusto"):
+        default_credential({"TAU_CONFIG_DIR": str(tmp_path)})
+    assert isinstance(default_credential({"TAU_CONFIG_DIR": str(tmp_path), "AZURE_TENANT_ID": "t1"}),
+                      TokenCredentialAdapter)  # Tau's own sign-in (Azure CLI login or msal device code)
+    token = tmp_path / "sa-token"
+    token.write_text("projected-service-account-token")
+    for name, value in (("AZURE_TENANT_ID", "t1"), ("AZURE_CLIENT_ID", "c1"),
+                        ("AZURE_FEDERATED_TOKEN_FILE", str(token))):
+        monkeypatch.setenv(name, value)
+    assert isinstance(default_credential(), WorkloadIdentityCredential)  # in the cluster
+    with pytest.raises(ConfigError, match="must use https"):
+        KustoSink("http://kusto.example.com", credential=StaticToken())
