@@ -21,6 +21,7 @@ from tau_core.errors import UsageError
 from tau_core.output import info, render_table, to_json
 from taugrid_portal import __version__
 from taugrid_portal.cliutil import PROG, emit_rows, field_table, json_flag, open_store, store_option
+from taugrid_portal.offload_cli import SUBGROUPS
 
 LAZY_STELLAR = ("stellar", "serve", "open")
 ALIASES = {"runs": "search", "dashboard": "stellar"}
@@ -586,6 +587,10 @@ def plot_cmd(target: str, metric: str | None, out: str | None, output: str, as_j
                             ("series", len(doc["series"]))]))
     for w in doc["warnings"]:
         info(f"note: {w}")
+
+
+for _group in SUBGROUPS:  # offload metrics, kusto schema|metrics-query|lifecycle-query
+    experiment.add_command(_group)
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -1,0 +1,1 @@
+"""TauGrid's Kusto (Azure Data Explorer) telemetry sink; see :mod:`tau_kusto.sink`."""
