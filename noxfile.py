@@ -90,6 +90,10 @@ DOCS_TOOLS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocs-click>=0.8", "mkdoc
               "linkchecker>=10.4"]
 
 
+#: what tests/tools/release.py builds with (no build isolation: the same hatchling for both builds)
+RELEASE_TOOLS = ["build>=1.2", "hatchling>=1.24"]
+
+
 def build_docs(session: nox.Session) -> Path:
     """mkdocs build --strict (a warning fails it) into a temporary site, then the offline internal link check."""
     import time
@@ -115,7 +119,7 @@ def prepare_machine(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The whole suite, every distribution installed together (README and CI run this)."""
     install_all(session)
-    session.install(*DOCS_TOOLS)
+    session.install(*DOCS_TOOLS, *RELEASE_TOOLS)
     prepare_machine(session)
     site = build_docs(session)  # the docs gate CI: strict build and link check (tests/docs/ run the snippets)
     # exit 5 = no test collected (e.g. a -k that matches nothing): reported by pytest, not a crash
@@ -317,11 +321,18 @@ def iac(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """The documentation site: strict build (generated references included), internal link check, then the
     runnable snippets, the env-var table check and the browser screenshots (tests/docs/)."""
-    args: list[str] = []
-    for path in distributions().values():
-        args += spec(path, editable=True)
-    session.install(*DOCS_TOOLS, "pytest>=8", "playwright", *args)
+    args = [arg for path in distributions().values() for arg in ("-e", str(path))]  # no test extras needed
+    session.install(*DOCS_TOOLS, *RELEASE_TOOLS, "pytest>=8", "pytest-xdist>=3.5", "playwright", *args)
     site = build_docs(session)
     session.run("bash", str(ROOT / "tests" / "tools" / "ensure-chromium.sh"), external=True)
     session.run("pytest", "-p", "no:cacheprovider", str(ROOT / "tests" / "docs"), *session.posargs,
                 env={"TAUGRID_DOCS_SITE": str(site)})
+
+
+@nox.session(python=PYTHON)
+def release(session: nox.Session) -> None:
+    """Every distribution's sdist and wheel built twice from the committed tree (SOURCE_DATE_EPOCH = last
+    commit), compared byte for byte, written with SHA256SUMS and a release-notes skeleton to
+    dist/release/<VERSION>/ (never overwritten). ``-- --only tau-core`` builds a subset."""
+    session.install(*RELEASE_TOOLS)
+    session.run("python", str(ROOT / "tests" / "tools" / "release.py"), "build", *session.posargs)
