@@ -100,7 +100,7 @@ def build_docs(session: nox.Session) -> Path:
     """mkdocs build --strict (a warning fails it) into a temporary site, then the offline internal link check."""
     import time
 
-    site = Path(session.create_tmp()) / "site"
+    site = Path(session.create_tmp()).resolve() / "site"
     started = time.monotonic()
     session.run("mkdocs", "build", "--strict", "--quiet", "--config-file", str(ROOT / "mkdocs.yml"),
                 "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"})
@@ -325,8 +325,10 @@ def docs(session: nox.Session) -> None:
     runnable snippets, the env-var table check and the browser screenshots (tests/docs/)."""
     args = [arg for path in distributions().values() for arg in ("-e", str(path))]  # no test extras needed
     session.install(*DOCS_TOOLS, *RELEASE_TOOLS, "pytest>=8", "pytest-xdist>=3.5", "playwright", *args)
-    site = build_docs(session)
     session.run("bash", str(ROOT / "tests" / "tools" / "ensure-chromium.sh"), external=True)
+    # npm (the site serves Mermaid from its npm package) comes with the Azurite set-up
+    session.run("bash", str(ROOT / "tests" / "tools" / "ensure-azurite.sh"), external=True, silent=True)
+    site = build_docs(session)
     session.run("pytest", "-p", "no:cacheprovider", str(ROOT / "tests" / "docs"), *session.posargs,
                 env={"TAUGRID_DOCS_SITE": str(site)})
 
