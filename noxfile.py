@@ -21,6 +21,7 @@ distribution joins every session without edits here.
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -98,9 +99,14 @@ RELEASE_TOOLS = ["build>=1.2", "hatchling>=1.24"]
 
 def build_docs(session: nox.Session) -> Path:
     """mkdocs build --strict (a warning fails it) into a temporary site, then the offline internal link check."""
+    import tempfile
     import time
 
-    site = Path(session.create_tmp()).resolve() / "site"
+    # linkchecker run as root reads files as `nobody`: the site goes to a world-readable directory under /tmp
+    # (a checkout under /root would be unreadable); the caller removes it
+    parent = Path(tempfile.mkdtemp(prefix="taugrid-docs-"))
+    parent.chmod(0o755)
+    site = parent / "site"
     started = time.monotonic()
     session.run("mkdocs", "build", "--strict", "--quiet", "--config-file", str(ROOT / "mkdocs.yml"),
                 "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"})
@@ -124,9 +130,12 @@ def tests(session: nox.Session) -> None:
     session.install(*DOCS_TOOLS, *RELEASE_TOOLS)
     prepare_machine(session)
     site = build_docs(session)  # the docs gate CI: strict build and link check (tests/docs/ run the snippets)
-    # exit 5 = no test collected (e.g. a -k that matches nothing): reported by pytest, not a crash
-    session.run("pytest", "-p", "no:cacheprovider", *PARALLEL, "--durations=20", *session.posargs,
-                success_codes=[0, 5], env={"TAUGRID_DOCS_SITE": str(site)})
+    try:
+        # exit 5 = no test collected (e.g. a -k that matches nothing): reported by pytest, not a crash
+        session.run("pytest", "-p", "no:cacheprovider", *PARALLEL, "--durations=20", *session.posargs,
+                    success_codes=[0, 5], env={"TAUGRID_DOCS_SITE": str(site)})
+    finally:
+        shutil.rmtree(site.parent, ignore_errors=True)
     for name in EXAMPLES:
         session.notify(f"example({name})")
     session.notify("iac")  # checkov over deploy/terraform/aks gates CI too
@@ -329,8 +338,11 @@ def docs(session: nox.Session) -> None:
     # npm (the site serves Mermaid from its npm package) comes with the Azurite set-up
     session.run("bash", str(ROOT / "tests" / "tools" / "ensure-azurite.sh"), external=True, silent=True)
     site = build_docs(session)
-    session.run("pytest", "-p", "no:cacheprovider", str(ROOT / "tests" / "docs"), *session.posargs,
-                env={"TAUGRID_DOCS_SITE": str(site)})
+    try:
+        session.run("pytest", "-p", "no:cacheprovider", str(ROOT / "tests" / "docs"), *session.posargs,
+                    env={"TAUGRID_DOCS_SITE": str(site)})
+    finally:
+        shutil.rmtree(site.parent, ignore_errors=True)
 
 
 @nox.session(python=PYTHON)
