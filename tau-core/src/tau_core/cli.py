@@ -18,6 +18,7 @@ import click
 
 from tau_core import __version__
 from tau_core.cli_options import CONTEXT_SETTINGS
+from tau_core.envvars import EXIT_INTERRUPTED, EXIT_USAGE
 from tau_core.errors import PluginError, TauError, UsageError
 from tau_core.output import error, terminal_guard
 from tau_core.plugins import ENV_BLOCK, Host, get_host
@@ -135,12 +136,12 @@ def _run(command: click.Command, args: Sequence[str] | None, prog_name: str) -> 
     except click.Abort as exc:
         if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):  # click's wrapping of Ctrl-C
             error("interrupted")
-            return 130
+            return EXIT_INTERRUPTED
         error("aborted")
         return 1
     except click.UsageError as exc:
         exc.show()
-        return 2
+        return EXIT_USAGE
     except click.ClickException as exc:
         error(exc.format_message())
         return 1
@@ -153,7 +154,7 @@ def _run(command: click.Command, args: Sequence[str] | None, prog_name: str) -> 
     except KeyboardInterrupt:
         click.echo("", err=True)
         error("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except OSError as exc:

@@ -7,11 +7,13 @@ with the error's exit code. Anything else that escapes a command is a bug.
 
 from __future__ import annotations
 
+from tau_core.envvars import EXIT_FAILURE, EXIT_USAGE
+
 
 class TauError(Exception):
     """A failure the user can act on: a one-line message plus an optional hint."""
 
-    exit_code: int = 1
+    exit_code: int = EXIT_FAILURE
 
     def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None) -> None:
         super().__init__(message)
@@ -27,7 +29,7 @@ class TauError(Exception):
 class UsageError(TauError):
     """The command line itself is wrong (bad flag combination, missing argument)."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class ConfigError(TauError):
