@@ -113,6 +113,25 @@ ENV_VARS: Final[tuple[EnvVar, ...]] = (
     _run("TAU_TUNE_TRAIN_PATH", "Path of the Ray Tune trainable's script."),
     _run("TAU_DS_RECORD", "The dataset record an in-cluster `tau data` worker registers or ingests."),
     _run("TAU_PROFILE", "Name of the workload profile the run was placed with."),
+    # the metrics offload sidecar (`taugrid-portal experiment offload metrics --watch` reads each for its flag)
+    _run("TAU_METRICS_HISTORY", "Where the run writes its metric history chunks (`--history`; path-separated)."),
+    _run("TAU_METRICS_OFFLOAD_RUN", "Run id the sidecar ships metrics for (`--run`)."),
+    _run("TAU_METRICS_OFFLOAD_PROJECT", "Experiment project (`--project`)."),
+    _run("TAU_METRICS_OFFLOAD_EXPERIMENT", "Experiment name (`--experiment`)."),
+    _run("TAU_METRICS_OFFLOAD_GROUP", "Run group (`--group`)."),
+    _run("TAU_METRICS_OFFLOAD_SOURCE", "Source label of the shipped rows (`--source`)."),
+    _run("TAU_METRICS_OFFLOAD_OUT", "The sidecar's output directory: checkpoints, chunk copies (`--out`)."),
+    _run("TAU_METRICS_OFFLOAD_COMPLETION_FILE", "The file whose appearance ends `--watch` (`--completion-file`)."),
+    _run("TAU_METRICS_OFFLOAD_ARTIFACT_URI", "Artifact URI put on the terminal status marker."),
+    _run("TAU_METRICS_OFFLOAD_CHECKPOINT_URI", "Checkpoint URI put on the terminal status marker."),
+    _run("TAU_METRICS_OFFLOAD_INTERVAL", "Polling interval of `--watch` (`--interval`, a duration).", "1m"),
+    _run("TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT", "adx-mon remote-write endpoint (`--remote-write-endpoint`)."),
+    _run("TAU_METRICS_OFFLOAD_KUSTO_ENDPOINT", "Kusto query/management endpoint (`--kusto-endpoint`)."),
+    _run("TAU_METRICS_OFFLOAD_KUSTO_DATABASE", "Kusto database (`--kusto-database`)."),
+    _run("TAU_METRICS_OFFLOAD_KUSTO_INGEST_ENDPOINT", "Kusto ingestion endpoint (`--kusto-ingest-endpoint`)."),
+    _run("TAU_METRICS_OFFLOAD_KUSTO_CLUSTER", "Cluster name stamped on shipped events (`--kusto-cluster`)."),
+    _run("TAU_METRICS_OFFLOAD_KUSTO_NAMESPACE", "Namespace stamped on shipped events (`--kusto-namespace`)."),
+    _run("TAU_METRICS_OFFLOAD_TAGS", "Extra tags on shipped events (JSON object or key=value list)."),
 )
 
 #: exit codes of ``tau`` and ``taugrid-portal`` (tau_core.cli turns every outcome into one of these)

@@ -117,15 +117,15 @@ def test_multi_node_rayservice_and_deployment_profile_rules() -> None:
     from tau_core.errors import ConfigError
     from tau_serve.profiles import check_serving_shape
 
-    good = profile("mn", workerCount=4, gpusPerWorker=2, placement="same-network-domain")
+    good = profile("mn", workerCount=4, gpusPerWorker=2, placement="same-network-domain", defaultLocalQueue="q")
     check_serving_shape(good, "rayservice")
     with pytest.raises(ConfigError, match="single-worker profile"):
         check_serving_shape(good, "deployment")
     bad = profile("mn", workerCount=4, gpusPerWorker=0, placement="independent", mode="elastic",
-                  executionTarget="multiKueue")
+                  executionTarget="multiKueue", defaultLocalQueue="q")
     with pytest.raises(ConfigError) as caught:
         check_serving_shape(bad, "rayservice")
-    for part in ("mode is elastic", "placement is independent", "executionTarget is multiKueue", "gpusPerWorker is 0"):
+    for part in ("has mode elastic", "has placement independent", "targets multiKueue", "has 0 GPUs per worker"):
         assert part in caught.value.message
 
 

@@ -20,14 +20,26 @@ from tau_core.output import render_table, to_json, warning
 from taugrid_portal.cliutil import json_flag, store_option
 from taugrid_portal.kusto_cli import kusto_group
 
-#: ``--watch`` reads these for flags left unset (the rendered sidecar sets some of them).
-ENV_PREFIX = "TAU_METRICS_OFFLOAD_"
-ENV_FLAGS = {"run": "RUN", "project": "PROJECT", "experiment": "EXPERIMENT", "group": "GROUP", "source": "SOURCE",
-             "out": "OUT", "completion_file": "COMPLETION_FILE", "status_artifact_uri": "ARTIFACT_URI",
-             "status_checkpoint_uri": "CHECKPOINT_URI", "interval": "INTERVAL",
-             "remote_write_endpoint": "REMOTE_WRITE_ENDPOINT", "kusto_endpoint": "KUSTO_ENDPOINT",
-             "kusto_database": "KUSTO_DATABASE", "kusto_ingest_endpoint": "KUSTO_INGEST_ENDPOINT",
-             "kusto_cluster": "KUSTO_CLUSTER", "kusto_namespace": "KUSTO_NAMESPACE"}
+#: ``--watch`` reads these for flags left unset (the rendered sidecar sets some of them); each is listed in
+#: ``tau_core.envvars``
+ENV_FLAGS = {
+    "run": "TAU_METRICS_OFFLOAD_RUN",
+    "project": "TAU_METRICS_OFFLOAD_PROJECT",
+    "experiment": "TAU_METRICS_OFFLOAD_EXPERIMENT",
+    "group": "TAU_METRICS_OFFLOAD_GROUP",
+    "source": "TAU_METRICS_OFFLOAD_SOURCE",
+    "out": "TAU_METRICS_OFFLOAD_OUT",
+    "completion_file": "TAU_METRICS_OFFLOAD_COMPLETION_FILE",
+    "status_artifact_uri": "TAU_METRICS_OFFLOAD_ARTIFACT_URI",
+    "status_checkpoint_uri": "TAU_METRICS_OFFLOAD_CHECKPOINT_URI",
+    "interval": "TAU_METRICS_OFFLOAD_INTERVAL",
+    "remote_write_endpoint": "TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT",
+    "kusto_endpoint": "TAU_METRICS_OFFLOAD_KUSTO_ENDPOINT",
+    "kusto_database": "TAU_METRICS_OFFLOAD_KUSTO_DATABASE",
+    "kusto_ingest_endpoint": "TAU_METRICS_OFFLOAD_KUSTO_INGEST_ENDPOINT",
+    "kusto_cluster": "TAU_METRICS_OFFLOAD_KUSTO_CLUSTER",
+    "kusto_namespace": "TAU_METRICS_OFFLOAD_KUSTO_NAMESPACE",
+}
 WATCH_COLS = ["ITERATION", "MODE", "ROWS", "IMPORT_ROWS", "KUSTO_EVENTS", "KUSTO_PENDING", "COMPLETED", "CHECKPOINT"]
 
 
@@ -69,9 +81,9 @@ def parse_tags(values: tuple[str, ...], env_value: str) -> dict[str, str]:
 
 
 def _with_env(params: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    for name, suffix in ENV_FLAGS.items():
-        if params.get(name) in (None, "") and env.get(ENV_PREFIX + suffix):
-            params[name] = env[ENV_PREFIX + suffix]
+    for name, variable in ENV_FLAGS.items():
+        if params.get(name) in (None, "") and env.get(variable):
+            params[name] = env[variable]
     if not params.get("history") and env.get("TAU_METRICS_HISTORY"):
         params["history"] = tuple(h for h in env["TAU_METRICS_HISTORY"].split(os.pathsep) if h)
     return params
@@ -119,7 +131,8 @@ def build_options(p: dict[str, Any]) -> Any:
         project=str(p.get("project") or experiment), experiment=str(experiment), group=str(p.get("group") or
                                                                                                "default"),
         source=str(p.get("source") or "stellar-online"),
-        tags=parse_tags(tuple(p.get("tags") or ()), os.environ.get(ENV_PREFIX + "TAGS", "") if p["watch"] else ""),
+        tags=parse_tags(tuple(p.get("tags") or ()),
+                        os.environ.get("TAU_METRICS_OFFLOAD_TAGS", "") if p["watch"] else ""),
         completion_file=Path(str(p["completion_file"])) if p.get("completion_file") else None,
         baseline=bool(p["baseline"]), ready_file=Path(p["ready_file"]) if p.get("ready_file") else None,
         done_file=Path(p["done_file"]) if p.get("done_file") else None, watch=bool(p["watch"]),

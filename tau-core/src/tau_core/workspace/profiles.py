@@ -237,11 +237,11 @@ def multinode_rayservice(profile: WorkloadProfile | Mapping[str, Any], nodes: in
     The rules: ``2 <= nodes <= 2147483647``; the profile is ``mode: fixed``, its placement keeps the workers
     in one network domain (``same-network-domain``, or the documented ``multi-node-nccl``), its
     ``executionTarget`` is ``singleCluster``, it grants at least one GPU per worker, and ``nodes`` equals its
-    ``workerCount``. The first broken rule is the reason.
+    ``workerCount``. The reason names every broken rule, separated by ``; ``.
     """
     p = read_profile(profile)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or not 2 <= nodes <= MAX_RAYSERVICE_NODES:
         return MultiNodeVerdict(False, f"--nodes must be an integer from 2 to {MAX_RAYSERVICE_NODES} for a "
                                        f"multi-node RayService, got {nodes!r}")
     refusals = _refusals(p, nodes)
-    return MultiNodeVerdict(not refusals, refusals[0] if refusals else "")
+    return MultiNodeVerdict(not refusals, "; ".join(refusals))

@@ -17,9 +17,7 @@ import attrs
 
 from tau_core.config.profiles import ProfileCatalog, SelectionRequest, select_profile
 from tau_core.errors import ConfigError, UsageError
-
-#: Placements that keep a multi-node RayService inside one network domain (the documented and the catalog name).
-MULTI_NODE_PLACEMENTS = ("same-network-domain", "multi-node-nccl")
+from tau_core.workspace.profiles import multinode_rayservice
 
 
 @attrs.define
@@ -78,7 +76,7 @@ def authorize(catalog: ProfileCatalog, profile: str, namespace: str, kind: str) 
 
 
 def check_serving_shape(profile: Mapping[str, Any], kind: str) -> None:
-    """Deployment: one worker. Multi-node RayService: fixed, same network domain, single cluster, >= 1 GPU/worker."""
+    """Deployment: one worker. A multi-node RayService: :func:`tau_core.workspace.profiles.multinode_rayservice`."""
     name = profile.get("name")
     workers = int(profile.get("workerCount") or 1)
     if kind == "deployment" and workers != 1:
@@ -86,17 +84,9 @@ def check_serving_shape(profile: Mapping[str, Any], kind: str) -> None:
                           hint="choose a profile with workerCount 1, or use --kind=rayservice")
     if kind != "rayservice" or workers <= 1:
         return
-    problems = []
-    if str(profile.get("mode") or "fixed") != "fixed":
-        problems.append(f"mode is {profile.get('mode')}, not fixed")
-    if str(profile.get("placement") or "") not in MULTI_NODE_PLACEMENTS:
-        problems.append(f"placement is {profile.get('placement') or 'unset'}, not same-network-domain")
-    if str(profile.get("executionTarget") or "singleCluster") != "singleCluster":
-        problems.append(f"executionTarget is {profile.get('executionTarget')}, not singleCluster")
-    if int(profile.get("gpusPerWorker") or 0) < 1:
-        problems.append("gpusPerWorker is 0")
-    if problems:
-        raise ConfigError(f'workload profile "{name}" cannot serve a multi-node RayService: ' + "; ".join(problems),
+    verdict = multinode_rayservice(profile, workers)
+    if not verdict:
+        raise ConfigError(f"cannot serve a multi-node RayService: {verdict.reason}",
                           hint="multi-node serving needs a fixed, same-network-domain, single-cluster GPU profile")
 
 
