@@ -145,7 +145,8 @@ def log_archive_defs(output: str, container: str) -> list[str]:
     pod = f"${{{keys.ENV_POD_NAME}:-${{HOSTNAME:-pod}}}}"
     return [
         f"tau_logdir={dq(output + '/' + keys.LOGS_DIR)}; tau_log=\"$tau_logdir/{pod}-{container}.log\"",
-        f'tau_logmax="${{{keys.ENV_LOG_ARCHIVE_MAX_BYTES}:-{LOG_ARCHIVE_MAX_BYTES}}}"; tau_teeo=""; tau_teee=""; tau_rot=""',
+        f'tau_logmax="${{{keys.ENV_LOG_ARCHIVE_MAX_BYTES}:-{LOG_ARCHIVE_MAX_BYTES}}}"; '
+        'tau_teeo=""; tau_teee=""; tau_rot=""',
         "tau_logs_close() {",
         '  [ -n "$tau_teeo" ] || return 0',
         '  exec 1>&5 2>&6 5>&- 6>&-',
@@ -163,7 +164,8 @@ def log_archive_setup() -> list[str]:
         'if mkdir -p "$tau_logdir" 2>/dev/null && tau_fifo=$(mktemp -d 2>/dev/null || mktemp -d -p /dev/shm) '
         '&& mkfifo "$tau_fifo/o" "$tau_fifo/e"; then',
         # $BASHPID, not $$: Kubernetes turns $$ into $ in a container's command
-        '  tau_self=$BASHPID; (while kill -0 "$tau_self" 2>/dev/null && sleep 1; do tau_sz=$(wc -c < "$tau_log" 2>/dev/null || echo 0); '
+        '  tau_self=$BASHPID; (while kill -0 "$tau_self" 2>/dev/null && sleep 1; do '
+        'tau_sz=$(wc -c < "$tau_log" 2>/dev/null || echo 0); '
         'if [ "$tau_sz" -gt "$tau_logmax" ]; then cp -f "$tau_log" "$tau_log.1" && : > "$tau_log"; fi; done) '
         "</dev/null >/dev/null 2>&1 &",
         "  tau_rot=$!",
