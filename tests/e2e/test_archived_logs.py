@@ -73,3 +73,36 @@ def test_logs_survive_the_pods_and_say_where_they_came_from(taugrid_factory: Any
     assert again.exit_code == 0, again
     assert len(again.stdout.splitlines()) == 2 and set(again.stdout.splitlines()) <= set(expected)
     assert "no live pods" in again.stderr
+
+
+LONG_PROGRAM = """\
+import signal, sys, time
+def stop(signum, frame):
+    print("checkpointing on SIGTERM", flush=True)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+print("started", flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_cancel_while_running_keeps_what_the_program_said_after_sigterm(taugrid_factory: Any, tau_cli: Any,
+                                                                         repo: Path) -> None:
+    scenario = taugrid_factory(process_kubelet=True)
+    write_target(repo, extra=f"storage:\n  data_pvc: {RESULT_PVC}\n")
+    (repo / "train.py").write_text(LONG_PROGRAM)
+    assert tau_cli("run", "train", *NS).exit_code == 0
+    cluster = scenario.cluster
+
+    def archive() -> Path | None:
+        found = [p for p in scenario.volume.rglob("logs/train-*-main.log") if "started" in p.read_text()]
+        return found[0] if found else None
+
+    path = cluster.wait_for(archive, timeout=WAIT)
+    assert tau_cli("run", "cancel", "train", *NS).exit_code == 0  # deletes the Job; the pod gets SIGTERM
+    cluster.wait_for(lambda: "checkpointing on SIGTERM" in path.read_text(), timeout=WAIT)
+    output = "/data/" + str(path.parent.parent.relative_to(scenario.volume))
+    r = tau_cli("logs", "train", *NS, "--path", output, "--pvc", RESULT_PVC)
+    assert r.exit_code == 0, r
+    assert r.stdout.splitlines() == ["started", "checkpointing on SIGTERM"]
