@@ -165,6 +165,7 @@ ENV_CLUSTER_JOB: Final = "TAU_CLUSTER_JOB"
 ENV_POD_NAME: Final = "TAU_POD_NAME"
 #: Size past which the entrypoint wrapper rotates an archived log (bytes; one rotated copy is kept).
 ENV_LOG_ARCHIVE_MAX_BYTES: Final = "TAU_LOG_ARCHIVE_MAX_BYTES"
+LOG_ARCHIVE_MAX_BYTES_DEFAULT: Final = 64 * 1024 * 1024
 #: The directory, under a run's output directory, that holds its archived container logs.
 LOGS_DIR: Final = "logs"
 #: Where ``tau.stellar`` writes closed metric-history chunks inside a cluster job, relative to
