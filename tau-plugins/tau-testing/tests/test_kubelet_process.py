@@ -174,3 +174,22 @@ def test_path_mapping_and_expansion() -> None:
     assert mapper.rewrite("cd /data/x && ls /database /tau-pvc/data file:///data") == \
         "cd /h/claim/x && ls /database /h/p/data file:///h/claim"
     assert expand("$(A)-$$(A)-$(B)", {"A": "1"}) == "1-$(A)-$(B)"
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period(cluster: Any, tmp_path: Path) -> None:
+    claim = tmp_path / "claim"
+    cluster.process_kubelet.roots.claims = {"results": claim}
+    script = "trap 'echo ignoring > /data/term' TERM; echo $$$$ > /data/pid; while :; do sleep 0.1; done"
+    job = _job("stubborn", script, volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    spec = job["spec"]["template"]["spec"]
+    spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "results"}}]
+    spec["terminationGracePeriodSeconds"] = 1
+    cluster.store.create(job)
+    cluster.wait_for(lambda: (claim / "pid").exists() and (claim / "pid").read_text().strip(), timeout=WAIT)
+    pid = int((claim / "pid").read_text())
+    pod = _pod(cluster, "stubborn")
+    assert pod is not None
+    cluster.store.delete("v1", "Pod", "team", pod["metadata"]["name"])
+    cluster.settle()
+    cluster.wait_for(lambda: (claim / "term").exists(), timeout=WAIT)  # it got SIGTERM and carried on
+    cluster.wait_for(lambda: _proc_state(pid) == "Z", timeout=WAIT)  # then SIGKILL after one second
