@@ -193,3 +193,27 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period(cluster
     cluster.settle()
     cluster.wait_for(lambda: (claim / "term").exists(), timeout=WAIT)  # it got SIGTERM and carried on
     cluster.wait_for(lambda: _proc_state(pid) == "Z", timeout=WAIT)  # then SIGKILL after one second
+
+
+def test_on_failure_restarts_keep_the_previous_log(cluster: Any, tmp_path: Path) -> None:
+    claim = tmp_path / "claim"
+    cluster.process_kubelet.roots.claims = {"results": claim}
+    # fails the first time, succeeds the second (the marker survives on the claim)
+    script = "if [ -e /data/once ]; then echo second; exit 0; fi; touch /data/once; echo first; exit 1"
+    job = kit.job("flaky", queue=None, restart_policy="OnFailure", backoff_limit=3)
+    spec = job["spec"]["template"]["spec"]
+    spec["containers"][0].update(command=["sh", "-c", script], volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "results"}}]
+    cluster.store.create(job)
+
+    def succeeded() -> dict[str, Any] | None:
+        cluster.settle()  # a restart waits a real second, then the next reconcile starts it
+        pod = _pod(cluster, "flaky")
+        return pod if pod and pod["status"].get("phase") == "Succeeded" else None
+
+    pod = cluster.wait_for(succeeded, timeout=WAIT, interval=0.2)
+    st = pod["status"]["containerStatuses"][0]
+    assert st["restartCount"] == 1 and st["lastState"]["terminated"]["exitCode"] == 1
+    name = pod["metadata"]["name"]
+    assert cluster.logs.read("team", name, "main") == ["second"]
+    assert cluster.logs.read("team", name, "main", previous=True) == ["first"]

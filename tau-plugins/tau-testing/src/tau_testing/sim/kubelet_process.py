@@ -54,6 +54,7 @@ class Proc:
     message: str = ""
     restarts: int = 0
     last: dict[str, Any] | None = None
+    ended_at: float = 0.0  # time.monotonic() of the exit: restarts wait a real second, whatever the clock
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -187,9 +188,8 @@ class ProcessKubelet:
             self._ensure_watchdog()
 
     def _restart(self, cluster: Any, pod: dict[str, Any], run: PodRun, proc: Proc) -> None:
-        if proc.finished is not None and (u.now(cluster) - proc.finished).total_seconds() < 1:
-            if not getattr(cluster.clock, "is_fake", False):
-                return  # a one-second pause between restarts (no CrashLoopBackOff growth)
+        if time.monotonic() - proc.ended_at < 1:
+            return  # a one-second pause between restarts (no CrashLoopBackOff growth); a later reconcile restarts
         logs = getattr(cluster, "logs", None)
         if logs is not None:
             logs.restart(run.namespace, run.name, proc.name)
@@ -210,7 +210,7 @@ class ProcessKubelet:
         _signal_group(proc.popen.pid, signal.SIGKILL)  # PID 1 ended: the rest of the "container" goes with it
         for reader in readers:
             reader.join(timeout=5)
-        proc.finished = u.now(self.cluster)
+        proc.finished, proc.ended_at = u.now(self.cluster), time.monotonic()
         if proc.reason != "OOMKilled":
             proc.exit_code = code if code >= 0 else 128 - code
             proc.reason = "Completed" if proc.exit_code == 0 else "Error"
