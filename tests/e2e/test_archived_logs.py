@@ -73,6 +73,8 @@ def test_logs_survive_the_pods_and_say_where_they_came_from(taugrid_factory: Any
     assert again.exit_code == 0, again
     assert len(again.stdout.splitlines()) == 2 and set(again.stdout.splitlines()) <= set(expected)
     assert "no live pods" in again.stderr
+    ran = [pod for _, pod in scenario.cluster.process_kubelet.started]
+    assert ran[0] == pod_name and any(p.startswith("tau-get-train-") for p in ran)  # helper pods ran their sh
 
 
 LONG_PROGRAM = """\

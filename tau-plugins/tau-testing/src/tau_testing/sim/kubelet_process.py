@@ -90,6 +90,7 @@ class ProcessKubelet:
         self.roots = VolumeRoots(self.root, {k: Path(v) for k, v in (claims or {}).items()})
         self.max_grace = max_grace
         self.runs: dict[str, PodRun] = {}
+        self.started: list[tuple[str, str]] = []  # (namespace, pod) of every pod run as processes, in order
         self._lock = threading.RLock()
         self._closed = False
         self._watchdog: threading.Thread | None = None
@@ -137,6 +138,7 @@ class ProcessKubelet:
                      [c["name"] for c in spec.get("containers") or []],
                      str(spec.get("restartPolicy") or "Always"), self.grace_of(pod))
         self.runs[run.uid] = run
+        self.started.append((ns, name))
         return run
 
     def _advance(self, cluster: Any, pod: dict[str, Any], run: PodRun) -> None:
