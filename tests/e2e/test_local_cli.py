@@ -175,6 +175,15 @@ def test_failing_exit_code(local: Local) -> None:
     assert "bad hyperparameter" in local.logs(run)
 
 
+def test_output_keeps_the_archived_log_the_cluster_wrapper_would(local: Local) -> None:
+    script = "import sys\nprint('to out', flush=True)\nprint('to err', file=sys.stderr, flush=True)\nsys.exit(2)\n"
+    run = local.submit(local.project(script))
+    local.wait(run)
+    archived = f"logs/{run}-main.log"  # logs/<pod>-<container>.log on a cluster; the run id stands for the pod
+    assert archived in [e["path"] for e in local.get(run)["entries"]]
+    assert local.get(run, archived).decode().splitlines() == ["to out", "to err"]
+
+
 def test_run_list_shows_local_runs_without_a_cluster(local: Local) -> None:
     run = local.submit(local.project("import sys\nsys.exit(3)\n"))
     local.wait(run)

@@ -161,6 +161,13 @@ MANAGED_WORKFLOW_KIND: Final = "tau.azure.com/managed-workflow-kind"
 #: Set to "1" in every container Tau renders for a cluster workload (Job and RayJob).  The SDK
 #: refuses ``.submit()`` when it sees it.  ``TAU_DATA_DIR`` cannot serve: local runs set it too.
 ENV_CLUSTER_JOB: Final = "TAU_CLUSTER_JOB"
+#: The pod's name, from the downward API, for the archived log ``logs/<pod>-<container>.log``.
+ENV_POD_NAME: Final = "TAU_POD_NAME"
+#: Size past which the entrypoint wrapper rotates an archived log (bytes; one rotated copy is kept).
+ENV_LOG_ARCHIVE_MAX_BYTES: Final = "TAU_LOG_ARCHIVE_MAX_BYTES"
+LOG_ARCHIVE_MAX_BYTES_DEFAULT: Final = 64 * 1024 * 1024
+#: The directory, under a run's output directory, that holds its archived container logs.
+LOGS_DIR: Final = "logs"
 #: Where ``tau.stellar`` writes closed metric-history chunks inside a cluster job, relative to
 #: ``storage.output`` (the managed RayJob lists it in ``metrics.history`` for the offload sidecar).
 STELLAR_HISTORY_GLOB: Final = "stellar/history-*.jsonl"

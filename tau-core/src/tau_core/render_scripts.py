@@ -35,6 +35,7 @@ METRICS_VOLUME = "tau-metrics-runtime"
 STAGING_ROOT = "/mnt/tau-output"
 PUBLICATION_DIR = keys.ARTIFACTS_DIR
 PUBLICATION_MARKER = keys.ARTIFACTS_COMPLETE_MARKER
+LOG_ARCHIVE_MAX_BYTES = keys.LOG_ARCHIVE_MAX_BYTES_DEFAULT
 
 
 def q(text: str) -> str:
@@ -61,23 +62,32 @@ class Wrappers:
     profiler_prefix: list[str] = field(default_factory=list)
     #: Written with ``{"exit_code": N}`` whenever the script exits (Ray driver log offload).
     completion_file: str | None = None
+    #: Archive the script's stdout/stderr as ``<output>/logs/<pod>-<log_container>.log`` (needs ``output``).
+    log_container: str | None = None
 
 
 def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
     """One bash script: prelude lines, then ``core`` run inside the wrappers."""
     lines: list[str] = ["set -euo pipefail"]
-    if wrappers.completion_file:
-        done = dq(wrappers.completion_file)
-        lines += [
-            f'tau_done() {{ tau_ec=$?; printf "{{\\"exit_code\\":%s}}\\n" "$tau_ec" > {done} || true; exit "$tau_ec"; }}',  # noqa: E501
-            "trap tau_done EXIT",
-        ]
+    archive = bool(wrappers.log_container and wrappers.output)
+    if archive:
+        lines += log_archive_defs(str(wrappers.output), str(wrappers.log_container))
+    if wrappers.completion_file or archive:
+        done = dq(wrappers.completion_file or "")
+        body = ["tau_ec=$?"]
+        if wrappers.completion_file:
+            body.append(f'printf "{{\\"exit_code\\":%s}}\\n" "$tau_ec" > {done} || true')
+        if archive:
+            body.append("tau_logs_close")
+        lines += [f'tau_done() {{ {"; ".join(body)}; exit "$tau_ec"; }}', "trap tau_done EXIT"]
     if wrappers.preflight:
         lines += [
             "if [ ! -d /data ] || [ ! -w /data ]; then",
             '  echo "tau: durable storage /data is not mounted writable in this pod" >&2; exit 1',
             "fi",
         ]
+    if archive:
+        lines += log_archive_setup()
     if wrappers.metrics:
         lines += [
             _wait_file(METRICS_READY_FILE),
@@ -119,6 +129,58 @@ def compose(prelude: Sequence[str], core: str, wrappers: Wrappers) -> str:
         ]
     lines.append('exit "$tau_rc"')
     return "\n".join(lines) + "\n"
+
+
+def log_archive_defs(output: str, container: str) -> list[str]:
+    """Copy everything the script writes (stdout and stderr, each still going to its own stream) into
+    ``<output>/logs/<pod>-<container>.log`` through two ``tee -a`` processes fed by FIFOs.
+
+    Size cap: a background check every second copies a log grown past ``$TAU_LOG_ARCHIVE_MAX_BYTES``
+    (default 64 MiB) to ``.log.1`` and truncates it (copytruncate: at most 2x the cap plus one second of output
+    on disk; lines written between the copy and the truncation are lost). ``tee`` writes as it reads, so
+    nothing waits in a buffer; ``tau_logs_close`` (the EXIT trap, also after SIGTERM) restores the streams
+    and waits up to 10s for both copies to drain. Without a writable log directory or a FIFO the run goes on
+    unarchived, with a warning.
+    """
+    pod = f"${{{keys.ENV_POD_NAME}:-${{HOSTNAME:-pod}}}}"
+    return [
+        f"tau_logdir={dq(output + '/' + keys.LOGS_DIR)}; tau_log=\"$tau_logdir/{pod}-{container}.log\"",
+        f'tau_logmax="${{{keys.ENV_LOG_ARCHIVE_MAX_BYTES}:-{LOG_ARCHIVE_MAX_BYTES}}}"; '
+        'tau_teeo=""; tau_teee=""; tau_rot=""',
+        "tau_logs_close() {",
+        '  [ -n "$tau_teeo" ] || return 0',
+        '  exec 1>&5 2>&6 5>&- 6>&-',
+        '  [ -z "$tau_rot" ] || kill "$tau_rot" 2>/dev/null || true',
+        '  tau_w=0; while { kill -0 "$tau_teeo" || kill -0 "$tau_teee"; } 2>/dev/null && [ "$tau_w" -lt 100 ]; '
+        'do sleep 0.1; tau_w=$((tau_w+1)); done',
+        '  rm -rf "$tau_fifo"; tau_teeo=""',
+        "}",
+    ]
+
+
+def log_archive_setup() -> list[str]:
+    """Start the copies (after the storage preflight; see :func:`log_archive_defs`)."""
+    return [
+        'if mkdir -p "$tau_logdir" 2>/dev/null && tau_fifo=$(mktemp -d 2>/dev/null || mktemp -d -p /dev/shm) '
+        '&& mkfifo "$tau_fifo/o" "$tau_fifo/e"; then',
+        # $BASHPID, not $$: Kubernetes turns $$ into $ in a container's command
+        '  tau_self=$BASHPID; (while kill -0 "$tau_self" 2>/dev/null && sleep 1; do '
+        'tau_sz=$(wc -c < "$tau_log" 2>/dev/null || echo 0); '
+        'if [ "$tau_sz" -gt "$tau_logmax" ]; then cp -f "$tau_log" "$tau_log.1" && : > "$tau_log"; fi; done) '
+        "</dev/null >/dev/null 2>&1 &",
+        "  tau_rot=$!",
+        '  tee -a "$tau_log" < "$tau_fifo/o" & tau_teeo=$!',
+        '  tee -a "$tau_log" < "$tau_fifo/e" >&2 & tau_teee=$!',
+        '  exec 5>&1 6>&2 1>"$tau_fifo/o" 2>"$tau_fifo/e"',
+        "else",
+        '  echo "tau: cannot archive logs under $tau_logdir; continuing without" >&2',
+        "fi",
+    ]
+
+
+def log_archive_env() -> dict[str, Any]:
+    """The pod's own name for the archived log file (``logs/<pod>-<container>.log``)."""
+    return {"name": keys.ENV_POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 
 
 def _wait_file(path: str) -> str:

@@ -135,3 +135,55 @@ def test_term_reaches_the_workload_and_wrappers_record_it(tmp_path: Path) -> Non
             os.killpg(proc.pid, signal.SIGKILL)
     assert "got-term" in out and proc.returncode == 7
     assert json.loads(done.read_text()) == {"exit_code": 7}
+
+
+# -- log archiving (logs/<pod>-<container>.log under the output) -----------------------------------------
+
+
+def test_log_archive_copies_both_streams_and_keeps_them_apart(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    script = rs.compose([], "echo to-out; echo to-err >&2; exit 4", rs.Wrappers(output=str(out), log_container="main"))
+    proc = run_bash(script, tmp_path, {"TAU_POD_NAME": "train-abc12"})
+    assert proc.returncode == 4
+    assert proc.stdout == "to-out\n" and proc.stderr == "to-err\n"
+    assert sorted((out / "logs" / "train-abc12-main.log").read_text().splitlines()) == ["to-err", "to-out"]
+
+
+def test_log_archive_rotates_past_the_cap(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    core = "for i in $(seq 1 2000); do echo line-$i-padding-padding-padding; done; sleep 2.5; echo after"
+    proc = run_bash(rs.compose([], core, rs.Wrappers(output=str(out), log_container="main")), tmp_path,
+                    {"TAU_POD_NAME": "p", "TAU_LOG_ARCHIVE_MAX_BYTES": "20000"})
+    assert proc.returncode == 0
+    rotated, current = out / "logs" / "p-main.log.1", out / "logs" / "p-main.log"
+    assert rotated.read_text().splitlines()[-1] == "line-2000-padding-padding-padding"
+    assert current.read_text() == "after\n"
+
+
+def test_log_archive_is_flushed_after_sigterm(tmp_path: Path) -> None:
+    import signal
+
+    out = tmp_path / "out"
+    core = "bash -c 'trap \"echo stopping-cleanly; exit 143\" TERM; echo ready; while :; do sleep 0.1; done'"
+    script = rs.compose([], core, rs.Wrappers(output=str(out), log_container="main"))
+    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "TAU_POD_NAME": "p"})
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)  # the container runtime signals PID 1 only
+        proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143
+    assert (out / "logs" / "p-main.log").read_text() == "ready\nstopping-cleanly\n"
+
+
+def test_log_archive_goes_on_without_a_writable_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    script = rs.compose([], "echo still-runs", rs.Wrappers(output=str(blocker), log_container="main"))
+    proc = run_bash(script, tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "still-runs\n"
+    assert "cannot archive logs" in proc.stderr

@@ -142,6 +142,9 @@ class LogOptions:
     previous: bool = False
     timestamps: bool = False
     prefix: bool = False
+    #: Output directory and PVC of a run whose workload is gone, to read its archived ``logs/`` (tau logs --path/--pvc)
+    archive_path: str | None = None
+    archive_pvc: str | None = None
 
 
 @dataclass

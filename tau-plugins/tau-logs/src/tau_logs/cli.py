@@ -27,9 +27,12 @@ if TYPE_CHECKING:
               help="kubectl context (default: $TAU_CONTEXT; either skips the workspace search).")
 @click.option("--system-namespace", default=None, envvar="TAU_SYSTEM_NAMESPACE",
               help="Namespace containing TauGrid system objects (default: tau-system).")
+@click.option("--path", "archive_path", default=None,
+              help="Output directory of a deleted run (with --pvc): read the logs it archived under logs/.")
+@click.option("--pvc", "archive_pvc", default=None, help="PVC holding --path.")
 def logs(run_name: str, follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
          timestamps: bool, prefix: bool, namespace: str | None, workspace: str | None, context: str | None,
-         system_namespace: str | None) -> None:
+         system_namespace: str | None, archive_path: str | None, archive_pvc: str | None) -> None:
     """Print a run's logs, finding it across your configured workspaces.
 
     The connected workspace of the current repository is searched first, then every workspace
@@ -42,10 +45,21 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
       tau logs train-7f2c -f
       tau logs train-7f2c --workspace aurora
       tau logs train-7f2c --context prod -n aurora --tail -1 --timestamps
-    """
-    from tau_core.backends.targeting import check_name
+      tau logs train-7f2c -n aurora --path /data/projects/aurora/runs/train-7f2c --pvc blob-training
 
-    options = log_options(follow, tail, container, all_containers, previous, timestamps, prefix)
+    Live pods come first; when they are gone (TTL, cancel, node loss) the logs the entrypoint
+    wrapper archived under the run's output directory (logs/<pod>-<container>.log) are read
+    through a helper pod, and a note on stderr says so.
+    """
+    import dataclasses
+
+    from tau_core.backends.targeting import check_name
+    from tau_core.errors import UsageError
+
+    if (archive_path is None) != (archive_pvc is None):
+        raise UsageError("pass both --path and --pvc (for a deleted run's archived logs), or neither")
+    options = dataclasses.replace(log_options(follow, tail, container, all_containers, previous, timestamps, prefix),
+                                  archive_path=archive_path, archive_pvc=archive_pvc)
     check_name(run_name)
     backend, ref = _route(run_name, namespace, workspace, context, system_namespace)
     print_logs(backend, ref, options)

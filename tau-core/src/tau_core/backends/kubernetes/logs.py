@@ -17,13 +17,13 @@ from tau_core.errors import NotFoundError, UsageError
 from tau_core.kube import KubeApiError, KubeSession, api_path
 from tau_core.lifecycle.base import LogOptions, RunRef
 
+from .archived_logs import ArchivedLogs, NoLiveLogs
 from .objects import JOB_API, LOG_OFFLOAD_CONTAINER, RAYJOB_API, Obj, _labels, _meta
-from .status import Status
 
 Emit = Callable[[str], Awaitable[None]]
 
 
-class Logs(Status):
+class Logs(ArchivedLogs):
     def logs(self, ref: RunRef, options: LogOptions) -> Iterator[str]:
         """Lines of the run's logs (Job pods, or a RayJob's driver output)."""
         lines: Iterator[str] = self._stream(self._logs, ref, options)
@@ -33,13 +33,16 @@ class Logs(Status):
         target = await self.resolve(session, ref)
         ns = target.namespace
         job, rayjob = await self._workload(session, ns, ref.name)
-        if rayjob is None:
-            await self._job_logs(session, ns, ref.name, job, options, emit)
-            return
-        if options.container or options.all_containers or options.previous or options.timestamps or options.prefix:
-            raise UsageError("container selection, --previous, --timestamps, and --prefix are supported "
-                             f"only for batch/v1 Job logs; {ref.name} is a RayJob")
-        await self._ray_logs(session, ns, ref.name, rayjob, options, emit)
+        try:
+            if rayjob is None:
+                await self._job_logs(session, ns, ref.name, job, options, emit)
+                return
+            if options.container or options.all_containers or options.previous or options.timestamps or options.prefix:
+                raise UsageError("container selection, --previous, --timestamps, and --prefix are supported "
+                                 f"only for batch/v1 Job logs; {ref.name} is a RayJob")
+            await self._ray_logs(session, ns, ref.name, rayjob, options, emit)
+        except NoLiveLogs as gone:  # live pods first, then the logs the wrapper archived, then run history
+            await self._fallback_logs(session, ns, ref.name, job or rayjob, options, emit, gone)
 
     async def _job_pods(self, session: KubeSession, ns: str, name: str, job: Obj | None,
                         options: LogOptions) -> builtins.list[Obj]:
@@ -56,7 +59,7 @@ class Logs(Status):
             if job is None:
                 break
         if not pods:
-            raise NotFoundError(
+            raise NoLiveLogs(
                 f"no logs found for run \"{name}\" in namespace {ns}; it may not exist or may not have started",
                 hint=f"run `tau run list -n {ns}` or `tau run status {name}`")
         pods.sort(key=lambda p: _meta(p).get("creationTimestamp") or "")
@@ -154,7 +157,7 @@ class Logs(Status):
             terminal = any(s in f"{status.get('jobDeploymentStatus')} {status.get('jobStatus')}".lower()
                            for s in ("succeed", "complete", "fail", "stop"))
             if not options.follow or terminal:
-                raise NotFoundError(f"no Ray driver output available for {ns}/{name} yet",
+                raise NoLiveLogs(f"no Ray driver output available for {ns}/{name} yet",
                                     hint=_ray_hint(name, status, terminal))
             await anyio.sleep(self.poll_interval)
             fresh = await session.get(api_path(*RAYJOB_API, namespace=ns, name=name), missing_ok=True)

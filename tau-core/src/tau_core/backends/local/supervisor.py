@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tau_core.backends.local import oom
+from tau_core.backends.local.log_archive import LogArchive, archive_path, max_bytes
 from tau_core.backends.local.registry import RunDir, now_iso
 
 TICK = 0.05
@@ -45,14 +46,17 @@ def ts() -> bytes:
 class LogWriter:
     """Appends timestamped lines to ``output.log``; safe to use from several threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, archive: LogArchive | None = None) -> None:
         self.fh: BinaryIO = open(path, "ab", buffering=0)
         self.lock = threading.Lock()
         self.tail: collections.deque[bytes] = collections.deque(maxlen=64)
+        self.archive = archive  # the program's own lines, also in <output>/logs/ (as the cluster wrapper does)
 
     def line(self, data: bytes, *, keep: bool = True) -> None:
         with self.lock:
             self.fh.write(ts() + b" " + data.rstrip(b"\r\n") + b"\n")
+            if keep and self.archive is not None:
+                self.archive.write(data)
         if keep:
             self.tail.append(data)
 
@@ -61,6 +65,8 @@ class LogWriter:
 
     def close(self) -> None:
         self.fh.close()
+        if self.archive is not None:
+            self.archive.close()
 
 
 def pump(stream: BinaryIO, log: LogWriter) -> None:
@@ -85,12 +91,21 @@ def pump(stream: BinaryIO, log: LogWriter) -> None:
     stream.close()
 
 
+def _archive(plan: dict[str, Any], run_id: str) -> LogArchive | None:
+    """``<output>/logs/<run-id>-main.log`` (``-driver`` for a Ray job), like the cluster's entrypoint wrapper."""
+    output = plan.get("output_dir")
+    if not output:
+        return None
+    container = "driver" if plan.get("engine") == "rayjob" else "main"
+    return LogArchive(archive_path(output, run_id, container), max_bytes())
+
+
 class Supervisor:
     def __init__(self, run_dir: RunDir) -> None:
         self.run = run_dir
         self.plan: dict[str, Any] = run_dir.request()
         self.cancel_requested = False
-        self.log = LogWriter(run_dir.log_file)
+        self.log = LogWriter(run_dir.log_file, _archive(self.plan, run_dir.run_id))
         self.bridge: Any = None
         self._evidence_stop = threading.Event()
         self._evidence_attempt = 1
@@ -391,3 +406,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

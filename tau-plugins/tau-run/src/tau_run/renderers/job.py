@@ -227,6 +227,9 @@ class _JobRenderer:
                                   hint="set entrypoint: to your training script")
             pod.volumes.append(rs.metrics_runtime_volume())
             pod.mounts.append(rs.metrics_runtime_mount())
+        if durable and output and command.core is not None:  # logs/<pod>-main.log under the output
+            wrappers.log_container = "main"
+            pod.env.append(rs.log_archive_env())
         if command.core is None and (pub.staged or pub.checkpoint or prof_prefix):
             raise ConfigError("storage.publish, storage.checkpoint and profiler need a command to wrap",
                               hint="set entrypoint: to your script")

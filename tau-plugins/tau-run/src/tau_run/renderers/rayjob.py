@@ -272,6 +272,10 @@ class _RayJobRenderer:
             raise ConfigError("RayJob runs require entrypoint", hint="set entrypoint: to the driver script (train.py)")
         wrappers = rs.Wrappers(output=storage.output, completion_file=COMPLETION_FILE)
         pub = rs.publication(self.req, wrappers, output=storage.output, durable=storage.pvc is not None)
+        head_env = list(pub.env)
+        if storage.pvc is not None and storage.output:  # logs/<head pod>-driver.log under the output
+            wrappers.log_container = "driver"
+            head_env.append(rs.log_archive_env())
         script = rs.compose(prelude, core, wrappers)
         r.check_env_limits(common_env + pub.env + list(payload.env))
         runtime_env: dict[str, Any] = {}
@@ -279,7 +283,7 @@ class _RayJobRenderer:
             runtime_env["working_dir"] = f"file://{SCRIPT_DIR}/{PROJECT_ARCHIVE}"
         if pip:
             runtime_env["pip"] = pip
-        return _Driver(common_env, list(pub.env), dict(pub.annotations), pub.metrics, script, runtime_env)
+        return _Driver(common_env, head_env, dict(pub.annotations), pub.metrics, script, runtime_env)
 
     def _head_pod(self, shape: _Shape, payload: RayPayload, driver: _Driver, storage: _Storage) -> dict[str, Any]:
         image = shape.image

@@ -110,6 +110,7 @@ class SimCluster:
         self.faults = FaultInjector()
         self.requests = RequestLog()
         self.scripts: Any = None
+        self.process_kubelet: Any = None  # a tau_testing.sim.kubelet_process.ProcessKubelet once enabled
         self.users = Users()
         self.authorizer = Authorizer(self.store)
         from tau_testing.sim.vap import PolicyEnforcer
@@ -288,6 +289,8 @@ class SimCluster:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.process_kubelet is not None:
+            self.process_kubelet.shutdown()  # tau_testing.sim.kubelet_process: no process outlives the cluster
         if self._runner is not None:
             self._runner.join(timeout=5)
             self._runner = None

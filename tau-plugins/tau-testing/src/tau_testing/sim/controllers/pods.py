@@ -69,6 +69,8 @@ class Kubelet:
         changed = False
         seen: set[str] = set()
         nodes = {n["metadata"]["name"]: n for n in u.list_objects(cluster, "v1", "Node")}
+        runtime = getattr(cluster, "process_kubelet", None)  # tau_testing.sim.kubelet_process, when switched on
+        alive: set[str] = set()
         # terminal pods need nothing more: their logs were closed when they ended (or when they vanish below)
         for pod in u.list_objects(cluster, "v1", "Pod", field_selector=u.NOT_TERMINAL):
             uid = pod["metadata"]["uid"]
@@ -76,7 +78,13 @@ class Kubelet:
             node_name = (pod.get("spec") or {}).get("nodeName")
             if not node_name or u.is_deleting(pod):
                 continue
+            if runtime is not None and runtime.claims_pod(pod):
+                alive.add(uid)
+                changed |= runtime.sync(cluster, pod, nodes.get(node_name))
+                continue
             changed |= self._sync_pod(cluster, pod, nodes.get(node_name))
+        if runtime is not None:
+            runtime.reap(alive)
         for uid in sorted(set(self._pods) - seen):
             memory = self._pods.pop(uid)
             logs = getattr(cluster, "logs", None)

@@ -115,7 +115,10 @@ class TauGridScenario:
     # -- construction ---------------------------------------------------------------------
     @classmethod
     def install(cls, cluster: Any, volume: str | Path, *, gpu_nodes: int = 1, cpu_nodes: int = 2,
-                cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: int = 8) -> TauGridScenario:
+                cpu_quota: str = "32", memory_quota: str = "128Gi", gpu_quota: int = 8,
+                process_kubelet: bool = False) -> TauGridScenario:
+        """``process_kubelet``: pods that name their command run as local processes
+        (:mod:`tau_testing.sim.kubelet_process`), the result PVC backed by :attr:`volume`."""
         volume = Path(volume)
         volume.mkdir(parents=True, exist_ok=True)
         scenario = cls(volume=volume, cluster=cluster)
@@ -139,6 +142,10 @@ class TauGridScenario:
         scenario.researcher_context = cluster.context_for(RESEARCHER)
         scenario.outsider_context = cluster.context_for(OUTSIDER)
         scenario._script_helper_pods()
+        if process_kubelet:
+            from tau_testing.sim.kubelet_process import enable_process_kubelet
+
+            enable_process_kubelet(cluster, claims={f"{NAMESPACE}/{RESULT_PVC}": volume})
         return scenario
 
     # -- the result volume ------------------------------------------------------------------
