@@ -113,6 +113,8 @@ ENV_VARS: Final[tuple[EnvVar, ...]] = (
     _run("TAU_TUNE_TRAIN_PATH", "Path of the Ray Tune trainable's script."),
     _run("TAU_DS_RECORD", "The dataset record an in-cluster `tau data` worker registers or ingests."),
     _run("TAU_PROFILE", "Name of the workload profile the run was placed with."),
+    _run("TAU_POD_NAME", "The pod's name (downward API); names the archived log `logs/<pod>-<container>.log`."),
+    _run("TAU_LOG_ARCHIVE_MAX_BYTES", "Size at which an archived container log rotates to `.log.1`.", "67108864"),
     # the metrics offload sidecar (`taugrid-portal experiment offload metrics --watch` reads each for its flag)
     _run("TAU_METRICS_HISTORY", "Where the run writes its metric history chunks (`--history`; path-separated)."),
     _run("TAU_METRICS_OFFLOAD_RUN", "Run id the sidecar ships metrics for (`--run`)."),
