@@ -51,13 +51,15 @@ def _without_repetition(test_id: str) -> str:
     return f"{base}[{params}]" if params else base
 
 
-def results(junit: Path) -> tuple[Counter[str], Counter[str], dict[str, str]]:
-    """Passes and failures per test (repetition suffix removed) and the first failure text of each."""
+def results(junit: Path) -> tuple[Counter[str], Counter[str], dict[str, str], dict[str, float]]:
+    """Passes, failures and seconds per test (repetition suffix removed) and the first failure text of each."""
+    seconds: dict[str, float] = {}
     passed: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     first: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = _without_repetition(f"{case.get('classname')}::{case.get('name')}")
+        seconds[name] = seconds.get(name, 0.0) + float(case.get("time") or 0)
         problem = case.find("failure")
         if problem is None:
             problem = case.find("error")
@@ -67,7 +69,7 @@ def results(junit: Path) -> tuple[Counter[str], Counter[str], dict[str, str]]:
                              else "")
         elif case.find("skipped") is None:
             passed[name] += 1
-    return passed, failed, first
+    return passed, failed, first, seconds
 
 
 def main(argv: list[str]) -> int:
@@ -88,7 +90,7 @@ def main(argv: list[str]) -> int:
             if not junit.is_file():
                 print(f"flaky: pytest wrote no report (exit {code})")
                 return 1
-            passed, failed, first = results(junit)
+            passed, failed, first, seconds = results(junit)
     finally:
         for proc in load:
             proc.terminate()
@@ -100,9 +102,12 @@ def main(argv: list[str]) -> int:
     print(f"\nflaky: per test, {args.rounds} round(s) under load ({minutes:.1f} min)")
     for name in names:
         mark = "FLAKY" if failed[name] else "ok"
-        print(f"  {name.ljust(width)}  {passed[name]:>3} passed  {failed[name]:>3} failed  {mark}")
+        print(f"  {name.ljust(width)}  {passed[name]:>3} passed  {failed[name]:>3} failed  "
+              f"{seconds.get(name, 0.0):>7.1f} s  {mark}")
         if failed[name]:
             print(f"      first failure: {first.get(name, '')}")
+    heaviest = ", ".join(f"{n.rsplit('::', 1)[-1]} {t:.0f} s" for n, t in sorted(seconds.items(), key=lambda kv: -kv[1])[:5])
+    print(f"flaky: the heaviest (test time summed over rounds, both workers): {heaviest}")
     total_failed = sum(failed.values())
     print(f"flaky: {len(names)} tests, {sum(passed.values())} passed, {total_failed} failed")
     return 1 if total_failed or code not in (0, 5) else 0
