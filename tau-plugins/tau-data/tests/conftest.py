@@ -9,10 +9,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import socket
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,45 +21,22 @@ from tau_core.errors import NotFoundError
 from tau_core.hookspecs import hookimpl
 from tau_core.storage import AlreadyExistsError, ObjectInfo, PreconditionFailedError, Versioned, check_key
 from tau_core.storage.base import sha256_stream
+from tau_testing.azurite import DEV_ACCOUNT, DEV_KEY, azurite_launcher, start_azurite
 
 REPO = Path(__file__).resolve().parents[3]
-DEV_ACCOUNT = "devstoreaccount1"
-DEV_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The blob endpoint of a running Azurite (fails, never skips, when it cannot be started)."""
     try:
-        launcher = subprocess.run(["bash", str(REPO / "tests" / "tools" / "ensure-azurite.sh")], check=True,
-                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        server = start_azurite(azurite_launcher(REPO), tmp_path_factory.mktemp("azurite"))
     except (subprocess.CalledProcessError, OSError, IndexError) as exc:
         pytest.fail(f"cannot install Azurite from npm: {exc}", pytrace=False)
-    port = _free_port()
-    workdir = tmp_path_factory.mktemp("azurite")
-    proc = subprocess.Popen([launcher, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-                             "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry",
-                             ], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"Azurite did not start: {proc.stdout.read().decode()[-500:] if proc.stdout else ''}",
-                            pytrace=False)
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/{DEV_ACCOUNT}"
-    proc.terminate()
-    proc.wait(timeout=10)
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server.blob_url
+    server.stop()
 
 
 class AzuriteStorePlugin:

@@ -17,9 +17,10 @@ from typing import Any
 
 import attrs
 
+from ..azurite import Azurite, azurite_launcher, repo_root, start_azurite
 from ..uvicorn_thread import UvicornThread, listen
 from .app import KustoEndpoint, build_app
-from .ingest import Azurite, QueueDrain, azurite_launcher, ingestion_resources, repo_root, start_azurite
+from .ingest import QueueDrain, ingestion_resources
 from .store import KustoFakeError, Store
 
 __all__ = ["KustoEndpoint", "KustoFakeError", "LoopbackKusto", "StaticToken", "Store", "start_kusto"]
