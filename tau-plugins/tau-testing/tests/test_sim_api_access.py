@@ -258,9 +258,11 @@ def test_crd_cel_rules_are_enforced(cluster):
             assert cause["field"] == "spec.resourceGroups[0]"
             assert "flavors must have the same number of resources as the coveredResources" in cause["message"]
             await custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", queue(["cpu"]))
-            await custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "localqueues", {
-                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq"},
-                "spec": {"clusterQueue": "cq"}})
+            created = await custom.create_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "default", "localqueues", {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq"},
+                    "spec": {"clusterQueue": "cq"}, "status": {"pendingWorkloads": 3}})
+            assert "status" not in created  # a custom resource with a status subresource answers with none
             body = await expect_api_error(custom.patch_namespaced_custom_object(
                 "kueue.x-k8s.io", "v1beta2", "default", "localqueues", "lq", {"spec": {"clusterQueue": "other"}},
                 _content_type="application/merge-patch+json"), 422)

@@ -182,7 +182,11 @@ class Store(GarbageCollector, CrdRegistry, Watching):
             meta["generation"] = 1
             meta["creationTimestamp"] = self._now()
             if "status" in rtype.subresources and rtype.kind != "Node" and rtype.kind != "CustomResourceDefinition":
+                # the API server resets status on create: a built-in kind answers with an empty status object (its
+                # Go struct is not a pointer), a custom resource with none
                 obj.pop("status", None)
+                if not rtype.custom:
+                    obj["status"] = {}
             self._admit("CREATE", rtype, obj, None, field_validation, warnings)
             if dry_run:
                 return self._present(obj, rtype)
