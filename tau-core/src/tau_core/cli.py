@@ -176,3 +176,7 @@ def _run(command: click.Command, args: Sequence[str] | None, prog_name: str) -> 
 
 def main(args: Sequence[str] | None = None) -> None:
     sys.exit(run(cli, args))
+
+
+if __name__ == "__main__":  # `python -m tau_core.cli`: the same CLI without the console script on PATH
+    main()

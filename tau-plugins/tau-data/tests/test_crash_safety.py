@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
 def _tau() -> list[str]:
     exe = shutil.which("tau")
     return [exe] if exe else [sys.executable, "-m", "tau_core.cli"]
+
+
+def _open_when_read(fifo: Path, proc: subprocess.Popen[bytes]):  # type: ignore[no-untyped-def]
+    """The FIFO's write end, once the CLI has opened the read end (ENXIO until then)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+        else:
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "wb")
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the CLI exited ({proc.returncode}) before it read the FIFO: {err!r} {out!r}")
+        assert time.monotonic() < deadline, "the CLI never opened the FIFO"
+        time.sleep(0.02)
 
 
 def test_kill_mid_register_leaves_nothing_and_retry_completes(tmp_path, dataset_dir):  # type: ignore[no-untyped-def]
@@ -23,8 +44,9 @@ def test_kill_mid_register_leaves_nothing_and_retry_completes(tmp_path, dataset_
     args = [*_tau(), "data", "dataset", "register", "web@1.0", "--registry", f"file://{registry}",
             "--purpose", "pretrain", "--from", str(dataset_dir)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # Opening the FIFO for writing returns only once the CLI has opened it to hash it: the kill lands mid-hash.
-    with open(fifo, "wb") as writer:
+    # The FIFO opens for writing only once the CLI has opened it to hash it: the kill lands mid-hash. Opened
+    # non-blocking in a loop, so a CLI that exits before it gets there fails the test instead of hanging it.
+    with _open_when_read(fifo, proc) as writer:
         writer.write(b"\x01\x02" * 1024)
         writer.flush()
         proc.send_signal(signal.SIGKILL)

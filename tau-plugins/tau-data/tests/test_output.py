@@ -16,8 +16,11 @@ def _tau() -> list[str]:
 
 
 def test_progress_bar_on_a_terminal_only(tmp_path, dataset_dir):  # type: ignore[no-untyped-def]
-    args = [*_tau(), "data", "dataset", "register", "web@1.0", "--registry", f"file://{tmp_path / 'r'}",
-            "--purpose", "pretrain", "--from", str(dataset_dir)]
+    def register(ref: str) -> list[str]:
+        return [*_tau(), "data", "dataset", "register", ref, "--registry", f"file://{tmp_path / 'r'}",
+                "--purpose", "pretrain", "--from", str(dataset_dir)]
+
+    args = register("web@1.0")
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=slave, env=env, timeout=120)
@@ -35,7 +38,7 @@ def test_progress_bar_on_a_terminal_only(tmp_path, dataset_dir):  # type: ignore
     assert proc.returncode == 0
     assert b"hashing" in seen and b"100%" in seen
     assert proc.stdout.decode().startswith("registered web@1.0")
-    piped = subprocess.run([*args[:4], "web@1.1", *args[5:]], capture_output=True, text=True, timeout=120)
+    piped = subprocess.run(register("web@1.1"), capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0 and piped.stderr == ""
 
 
