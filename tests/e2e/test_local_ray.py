@@ -266,3 +266,44 @@ def test_cancel_while_the_head_starts_leaves_nothing_behind(local: Local) -> Non
     assert local_ray.head_processes(local.home / "runs" / run) == []
     temp_root = local.log(run).split("temp root ", 1)[1].split()[0]
     assert not Path(temp_root).exists(), temp_root
+
+
+def test_a_preempted_run_resumes_from_its_checkpoint_on_a_fresh_head(local: Local) -> None:
+    """``tau run resume``: attempt 1 saves a checkpoint and is killed from outside tau (Preempted, no retry
+    configured); the resume starts a new head and submits a job whose driver sees TAU_RESUME_FROM."""
+    project = local.project("""
+        import os, signal
+        checkpoints = os.path.join(os.environ["TAU_OUTPUT_DIR"], "checkpoints")
+        resume = os.environ.get("TAU_RESUME_FROM")
+        if resume is None:
+            os.makedirs(checkpoints, exist_ok=True)
+            open(os.path.join(checkpoints, "step.txt"), "w").write("5")
+            print("saved step 5", flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)  # injected: the driver is preempted
+        step = open(os.path.join(resume, "step.txt")).read()
+        print("resumed at step", step, "from", resume, flush=True)
+        open(os.path.join(os.environ["TAU_OUTPUT_DIR"], "final.txt"), "w").write("done after step " + step)
+    """)
+    run = local.submit(project)
+    doc = local.wait(run)
+    assert not doc["succeeded"] and local.record(run)["reason"] == "Preempted", doc
+    dry = local.tau("run", "resume", run, "--config", "tau/job.yaml", "--dry-run", cwd=project)
+    checkpoint = str(local.record(run)["output_dir"]) + "/checkpoints"
+    import yaml
+
+    plan = yaml.safe_load(dry.stdout)
+    assert plan["resume_from"] == checkpoint and not [n for n in plan["notes"] if "warning" in n], plan
+    resumed = local.tau("run", "resume", run, "--config", "tau/job.yaml", cwd=project)
+    assert f"resuming local run {run} from {checkpoint}" in resumed.stdout, resumed.stdout
+    doc = local.wait(run)
+    assert doc["succeeded"], doc
+    record = local.record(run)
+    assert [a["state"] for a in record["attempts"]] == ["Failed", "Succeeded"], record["attempts"]
+    assert record["attempts"][1]["resume_from"] == checkpoint
+    assert record["attempts"][1]["ray_job"] == {"submission_id": f"{run}-a2", "state": "SUCCEEDED"}
+    log = local.log(run)
+    assert "saved step 5" in log and f"resumed at step 5 from {checkpoint}" in log, log
+    assert log.count("[tau] starting a local Ray head") == 2, log  # the first head went with the first run
+    raw = subprocess.run([TAU, "run", "get", run, "--artifact", "final.txt", "-o", "raw"], env=local.env,
+                         capture_output=True, text=True, timeout=60)
+    assert raw.stdout == "done after step 5", raw
