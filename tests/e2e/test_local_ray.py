@@ -307,3 +307,37 @@ def test_a_preempted_run_resumes_from_its_checkpoint_on_a_fresh_head(local: Loca
     raw = subprocess.run([TAU, "run", "get", run, "--artifact", "final.txt", "-o", "raw"], env=local.env,
                          capture_output=True, text=True, timeout=60)
     assert raw.stdout == "done after step 5", raw
+
+
+def test_runs_submit_to_an_existing_head_when_asked(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TAU_LOCAL_RAY_ADDRESS: two runs use one session head (started here as a user would, with a token)
+    and leave it running; a malformed address is a one-line error naming the variable."""
+    session = local.root / "session-head"
+    session.mkdir()
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # start_head points this process at its head; undone after
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(session / local_ray.TOKEN_FILE))
+    head = local_ray.start_head(session, 2, lambda _: None)
+    try:
+        local.env.update({"TAU_LOCAL_RAY_ADDRESS": head.dashboard, **local_ray.auth_env(session / local_ray.TOKEN_FILE)})
+        project = local.project("""
+            import os
+            print("hello from the session head", os.environ["TAU_NUM_WORKERS"], flush=True)
+        """)
+        runs = [local.submit(project), local.submit(project)]
+        for run in runs:
+            doc = local.wait(run)
+            assert doc["succeeded"], doc
+            state, detail = phases(doc)["Ray job"]
+            assert state == "done" and f"on the Ray head at {head.dashboard} (TAU_LOCAL_RAY_ADDRESS)" in detail, doc
+            log = local.log(run)
+            assert "hello from the session head 1" in log.splitlines(), log
+            assert f"[tau] using the Ray head at {head.dashboard}" in log and "starting a local Ray head" not in log
+            assert "stopping the local Ray head" not in log
+        assert head.alive() and len(local_ray.head_processes(session)) >= 3  # the session head is still up
+        local.env["TAU_LOCAL_RAY_ADDRESS"] = "127.0.0.1:8265"
+        bad = local.tau("run", "job", "--local", cwd=project, check=False)
+        assert bad.returncode == 1 and "TAU_LOCAL_RAY_ADDRESS='127.0.0.1:8265' is not the URL" in bad.stderr, bad
+        assert "Traceback" not in bad.stderr
+    finally:
+        local_ray.stop_head(head)
+    assert local_ray.head_processes(session) == []

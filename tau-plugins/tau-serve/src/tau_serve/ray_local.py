@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(opts: argparse.Namespace, head: Any, record: dict[str, Any], stop: threading.Event) -> int:
-    alive = lambda: head.proc.poll() is None and not stop.is_set()  # noqa: E731
+    alive = lambda: head.alive() and not stop.is_set()  # noqa: E731
     try:
         apply(record, serve_config(opts.import_path, opts.port, json.loads(opts.app_args or "null")))
         write_head(opts.run_dir, record)
@@ -186,8 +186,8 @@ def _serve(opts: argparse.Namespace, head: Any, record: dict[str, Any], stop: th
     _say(f"application {APP} RUNNING on http://127.0.0.1:{opts.port}/ "
          f"(deployments: {', '.join(sorted(app.get('deployments') or {}))})")
     while not stop.wait(1.0):
-        if head.proc.poll() is not None:
-            _say(f"the local Ray head exited (code {head.proc.returncode})")
+        if not head.alive():
+            _say("the local Ray head exited")
             return 1
     return 0
 
