@@ -78,6 +78,11 @@ def apply(record: dict[str, Any], config: dict[str, Any]) -> None:
     record["config"] = config
 
 
+def shutdown(record: Mapping[str, Any]) -> None:
+    """Remove every Serve application and the proxy from the head (the head stays)."""
+    _request(record, "DELETE", timeout=60.0)
+
+
 def wait_running(record: Mapping[str, Any], alive: Any, say: Any, timeout: float = APPLY_TIMEOUT) -> dict[str, Any]:
     """Poll the application until RUNNING; a RuntimeError naming Serve's message when it cannot deploy."""
     deadline = time.monotonic() + timeout
