@@ -74,7 +74,7 @@ def spec(path: Path, editable: bool = False) -> list[str]:
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3.5", "hypothesis", "kubernetes-validate", "jsonschema", "pyyaml",
               "playwright", "httpx",
               # the local RayJob tests run a real Ray head (the same range as the tau[ray] extra)
-              "ray[default,tune,train]>=2.60,<3"]
+              "ray[default,tune,train,serve]>=2.60,<3"]
 FLAKY_TOOLS = ["pytest-repeat", "pytest-timeout"]
 # xdist: one worker per core; tests that share something (a browser, a directory) carry an xdist_group
 # marker (see the root conftest.py) and --dist loadgroup keeps each group on one worker.

@@ -493,7 +493,11 @@ def resume(name: str, config: str, namespace: str | None, workspace: str | None,
     found = local_run(name)
     if found is not None:
         local_backend, local_ref = found
-        local_resolution = resolve_run(RunOptions(target=name, config=config, local=True, dry_run=None,
+        from tau_core.backends.local.registry import find_run
+
+        run_dir = find_run(local_ref.name, exact=True)  # the config resolves under the run's target, not its id
+        target_name = str((run_dir.read().get("name") if run_dir else None) or name)
+        local_resolution = resolve_run(RunOptions(target=target_name, config=config, local=True, dry_run=None,
                                                   argv=["tau", "run", "resume", name, "--config", config]))
         lreq = local_resolution.request
         local_request = SubmitRequest(name=lreq.name, config=lreq.config, objects=[], context=lreq.context,
