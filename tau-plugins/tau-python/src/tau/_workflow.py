@@ -14,7 +14,6 @@ from typing import Any
 from tau._ctx import Ctx
 from tau._errors import TauSDKError
 from tau._secrets import SecretRef, SecretSource
-from tau_core.keys import ENV_CLUSTER_JOB as CLUSTER_JOB_ENV
 
 RESERVED_KEYS = ("schema_version", "name", "compute", "eval", "entrypoint")
 DEFAULT_NAMESPACE = "ray"
@@ -244,10 +243,9 @@ class WorkloadHandle(abc.ABC):
     def submit(self, *, dry_run: str | None = None, context: str | None = None, namespace: str | None = None,
                upstream_checkpoint: str | None = None, capture: bool = False) -> Any:
         """Submit to the cluster through the tau CLI, in-process (``TAU_BINARY`` selects another CLI)."""
-        if os.environ.get(CLUSTER_JOB_ENV):
-            raise TauSDKError("tau-py: refusing to .submit() from inside what looks like a cluster-submitted job "
-                              f"({CLUSTER_JOB_ENV} is set)")
-        from tau._submit import submit_handle
+        from tau._submit import refuse_inside_job, submit_handle
+
+        refuse_inside_job()
 
         return submit_handle(self, dry_run=dry_run, context=context, namespace=namespace,
                              upstream_checkpoint=upstream_checkpoint, capture=capture)
