@@ -121,3 +121,13 @@ def test_secrets_are_created_as_a_secret_never_in_the_workload(taugrid_cluster, 
     head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     ref = next(e for e in head["env"] if e["name"] == "TOKEN")["valueFrom"]["secretKeyRef"]
     assert ref == {"name": "tau-sec-secrets", "key": "TOKEN"}
+
+
+def test_python_doctor_against_the_cluster(taugrid_cluster, tau_cli) -> None:  # type: ignore[no-untyped-def]
+    """The researcher may create RayJobs in the workspace namespace, not in the platform's."""
+    r = tau_cli("python", "doctor", "-n", NAMESPACE)
+    assert r.exit_code == 0, r
+    assert f"create rayjobs in {NAMESPACE}: ok" in r.stdout and r.stdout.rstrip().endswith("tau python doctor: ok")
+    r = tau_cli("python", "doctor", "-n", "kube-system")
+    assert r.exit_code == 1 and "you cannot create rayjobs.ray.io in namespace kube-system" in r.stderr, r
+    assert "researcher role" in r.stderr
