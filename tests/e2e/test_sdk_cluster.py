@@ -131,3 +131,19 @@ def test_python_doctor_against_the_cluster(taugrid_cluster, tau_cli) -> None:  #
     r = tau_cli("python", "doctor", "-n", "kube-system")
     assert r.exit_code == 1 and "you cannot create rayjobs.ray.io in namespace kube-system" in r.stderr, r
     assert "researcher role" in r.stderr
+
+
+def test_python_build_then_submit_build(taugrid_factory, tau_cli, repo: Path) -> None:  # type: ignore[no-untyped-def]
+    """A build submitted later: train polled to success and cleaned up, then the eval with the upstream path."""
+    scenario = taugrid_factory(clock="real", time_scale=20)
+    scripts_of(scenario.cluster).add({}, PodScript(run_seconds=5), kind="RayJob")
+    r = tau_cli("python", "build", "workflow.py", "-o", "build", "--namespace", NAMESPACE)
+    assert r.exit_code == 0, r
+    r = tau_cli("python", "submit-build", "build", "--poll-interval", "0.2", "--timeout", "120s")
+    assert r.exit_code == 0, r
+    assert f"{NAMESPACE}/tau-e2e-train succeeded" in r.stderr
+    store = scenario.cluster.store
+    assert store.get("ray.io/v1", "RayJob", NAMESPACE, "tau-e2e-train") is None
+    ev = store.get("ray.io/v1", "RayJob", NAMESPACE, "tau-e2e-eval")
+    assert ev is not None
+    assert _env(ev)["TAU_UPSTREAM_CHECKPOINT"] == "/data/checkpoints/finetunes/e2e-train/artifacts/model.bin"
