@@ -56,6 +56,9 @@ def test_a_serve_handle_deploys_a_rayservice_that_becomes_ready(sdk_env: Any, ta
     (rendered,) = [o for o in yaml.safe_load_all(dry.stdout) if o]
     assert rendered["kind"] == "RayService" and "hf-secret" not in dry.stdout  # the reference is redacted
     assert store.get("ray.io/v1", "RayService", NS, "sdk-llm") is None  # a client dry-run creates nothing
+    server = handle().submit(dry_run="server", namespace=NS, capture=True)
+    assert "validated (server dry-run) service sdk-llm" in server.stdout
+    assert store.get("ray.io/v1", "RayService", NS, "sdk-llm") is None  # nor does a server dry-run
 
     out = handle().submit(namespace=NS, capture=True)
     assert out.exit_code == 0 and "deployed service sdk-llm (kind=rayservice, profile=cpu-small" in out.stdout
