@@ -22,6 +22,10 @@ direct: tau.TrainHandle = tau.train(name="direct", runtime_pip=["x"], entrypoint
 endpoint: tau.ServeHandle = tau.serve("llm", "serve-1x", from_finetune=train)
 handle: tau.TrainHandle = train
 ev: tau.EvalHandle = evaluate
+
+
+def deploy() -> int:
+    return endpoint.submit(dry_run="client").exit_code + train.submit(dry_run="client").exit_code
 '''
 
 

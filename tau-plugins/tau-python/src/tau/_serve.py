@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau._errors import TauCLIError, TauSDKError
 from tau._secrets import SecretRef, SecretSource
 from tau._workflow import TrainHandle
+
+if TYPE_CHECKING:
+    from tau._submit import SubmitOutcome
 
 KINDS = ("rayservice", "deployment")
 SOURCES = ("from_finetune", "checkpoint_ref", "from_model", "model_ref", "checkpoint")
@@ -101,7 +104,7 @@ class ServeHandle:
         return argv
 
     def submit(self, *, dry_run: str | None = None, context: str | None = None, namespace: str | None = None,
-               capture: bool = False, workload_profile_snapshot: str | None = None) -> Any:
+               capture: bool = False, workload_profile_snapshot: str | None = None) -> SubmitOutcome:
         """Deploy with ``tau serve deploy``, in-process through the ``serve`` command root that tau-serve
         registers in tau_core's root registry (``TAU_BINARY`` selects another environment's CLI).
 

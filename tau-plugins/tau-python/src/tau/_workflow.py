@@ -9,11 +9,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau._ctx import Ctx
 from tau._errors import TauSDKError
 from tau._secrets import SecretRef, SecretSource
+
+if TYPE_CHECKING:
+    from tau._submit import SubmitOutcome
 
 RESERVED_KEYS = ("schema_version", "name", "compute", "eval", "entrypoint")
 DEFAULT_NAMESPACE = "ray"
@@ -241,7 +244,7 @@ class WorkloadHandle(abc.ABC):
 
     # -- submission --------------------------------------------------------------------------------
     def submit(self, *, dry_run: str | None = None, context: str | None = None, namespace: str | None = None,
-               upstream_checkpoint: str | None = None, capture: bool = False) -> Any:
+               upstream_checkpoint: str | None = None, capture: bool = False) -> SubmitOutcome:
         """Submit to the cluster through the tau CLI, in-process (``TAU_BINARY`` selects another CLI)."""
         from tau._submit import refuse_inside_job, submit_handle
 
@@ -310,7 +313,7 @@ class EvalHandle(WorkloadHandle):
         return doc
 
     def submit(self, *, dry_run: str | None = None, context: str | None = None, namespace: str | None = None,
-               upstream_checkpoint: str | None = None, capture: bool = False) -> Any:
+               upstream_checkpoint: str | None = None, capture: bool = False) -> SubmitOutcome:
         if not upstream_checkpoint or not str(upstream_checkpoint).startswith("/"):
             raise TauSDKError("tau-py: @tau.eval .submit() requires upstream_checkpoint= (an absolute in-pod path "
                               "such as /data/checkpoints/finetunes/my-train/artifacts/<checkpoint_artifact>)")
