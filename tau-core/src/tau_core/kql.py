@@ -212,13 +212,23 @@ def run_history_query(run: str, *, namespace: str = "", cluster: str = "", limit
     return "\n".join(lines)
 
 
+def run_pods_regex(run: str) -> str:
+    """The names of a run's pods: a Job's ``<run>-[<index>-]<suffix>``, a RayJob's cluster pods
+    ``<run>-<suffix>-head-<suffix>`` / ``<run>-<suffix>-<group>-worker-<suffix>`` (not another run's pods that
+    merely share the prefix, such as ``<run>-2-...``'s)."""
+    import re
+
+    return rf"^{re.escape(run)}-(([0-9]+-)?[a-z0-9]{{5}}|[a-z0-9]{{5}}-(head|[a-z0-9-]+-worker)-[a-z0-9]{{5}})$"
+
+
 def container_logs_query(*, cluster: str, namespace: str, run: str, container: str = "", tail: int | None = 200,
                          table: str = CONTAINER_LOGS_TABLE) -> str:
     """The log lines of the pods of ``run`` (named ``<run>-...``), newest ``tail`` (all when ``None``) first."""
     lines = [table]
     lines += [f"| extend {name} = tostring({column}.{key})" for name, column, key in CONTAINER_LOG_FIELDS]
     lines += [f"| where Cluster == {literal(cluster)}", f"| where Namespace == {literal(namespace)}",
-              f"| where Pod startswith {literal(run + '-')}"]
+              f"| where Pod startswith {literal(run + '-')}",
+              f"| where Pod matches regex {literal(run_pods_regex(run))}"]
     if container:
         lines.append(f"| where Container == {literal(container)}")
     lines += ["| project Timestamp, Cluster, Namespace, Pod, Container, Message", "| order by Timestamp desc"]
