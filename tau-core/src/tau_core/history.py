@@ -113,7 +113,8 @@ class LogLine:
 
 @attrs.frozen
 class RunQuery:
-    """Which run's lifecycle to read: ``run`` is its run id (the workload's name unless labelled otherwise)."""
+    """Which run's lifecycle to read: ``run`` is its run id (the workload's name unless labelled otherwise);
+    empty reads every run of ``namespace`` (the Portal's Runs board)."""
 
     run: str
     namespace: str = ""

@@ -202,8 +202,9 @@ CONTAINER_LOG_FIELDS = (("Cluster", "Resource", "cluster"), ("Namespace", "Resou
 
 def run_history_query(run: str, *, namespace: str = "", cluster: str = "", limit: int = 200,
                       table: str = NAMES.lifecycle_table) -> str:
-    """One run's latest ``limit`` lifecycle rows, one per observation (query-time dedup), newest first."""
-    lines = [table, f"| where run_id == {literal(run)}"]
+    """One run's (every run's, when ``run`` is empty) latest ``limit`` lifecycle rows, one per observation
+    (query-time dedup), newest first."""
+    lines = [table] + ([f"| where run_id == {literal(run)}"] if run else [])
     for column, value in (("namespace", namespace), ("cluster", cluster)):
         if value:
             lines.append(f"| where {column} == {literal(value)}")
