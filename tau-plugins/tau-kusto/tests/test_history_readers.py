@@ -105,3 +105,49 @@ def test_tau_run_status_answers_from_the_recorded_history(reader: Any, kusto_up:
         ["submitted", "running", "failed"], ["submitted", "running", "succeeded"]]
     r = reader("run", "status", "never-ran", "-n", NAMESPACE, "--kusto-endpoint", kusto_up.query_url)
     assert r.exit_code == 1 and "no recorded history" in r.stderr
+
+
+def _portal(*args: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from taugrid_portal.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as done:
+        main(list(args))
+    return int(done.value.code or 0), out.getvalue(), err.getvalue()
+
+
+def test_experiment_status_reads_kusto_or_the_local_store(kusto_up: LoopbackKusto, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tau_core.plugins import Host, set_host
+    from tau_core.telemetry import ScalarRecord
+
+    previous = set_host(Host.create(extra_plugins=[("loopback-credential", LoopbackCredential())]))
+    try:
+        sink = KustoSink(kusto_up.query_url, spool=tmp_path / "spool", credential=StaticToken())
+        sink.write_lifecycle([_row("u9", "submitted", 0), _row("u9", "running", 1),
+                              _row("u9", "succeeded", 3, reason="Completed")])
+        sink.write([ScalarRecord(run_id="done-run", metric_name=m, value=float(s), step=s,
+                                 wall_time=T0 + timedelta(seconds=s), project="vision", run_group_id="sweep",
+                                 experiment_id="e1") for s in range(3) for m in ("loss", "acc")])
+        kusto_up.drain()
+        monkeypatch.setenv("TAU_EXP_STORE", str(tmp_path / "no-store"))
+        code, out, _ = _portal("experiment", "status", "done-run", "--source", "kusto", "--kusto-endpoint",
+                               kusto_up.query_url, "-o", "json")
+        assert code == 0
+        doc = json.loads(out)
+        assert (doc["source"], doc["target_type"], doc["runs"], doc["states"]) == (
+            "kusto", "run", 1, {"succeeded": 1})
+        assert (doc["metric_series"], doc["metric_points"]) == (2, 6)
+        code, out, _ = _portal("experiment", "status", "sweep", "--source", "auto", "--kusto-endpoint",
+                               kusto_up.query_url)  # no local store: auto reads Kusto
+        assert code == 0 and "run_group" in out and "source:  Kusto Metrics at" in out
+        code, _, err = _portal("experiment", "status", "sweep", "--source", "kusto")
+        assert code == 2 and "--source kusto needs --kusto-endpoint" in err
+        code, _, err = _portal("experiment", "status", "nothing-here", "--source", "kusto", "--kusto-endpoint",
+                               kusto_up.query_url)
+        assert code == 1 and "no recorded lifecycle or metrics for 'nothing-here'" in err
+    finally:
+        set_host(previous)

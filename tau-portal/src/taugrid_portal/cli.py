@@ -21,6 +21,7 @@ from tau_core.errors import UsageError
 from tau_core.output import info, render_table, to_json
 from taugrid_portal import __version__
 from taugrid_portal.cliutil import PROG, emit_rows, field_table, json_flag, open_store, store_option
+from taugrid_portal.kusto_status import kusto_table, source_options, status_from
 from taugrid_portal.offload_cli import SUBGROUPS
 
 LAZY_STELLAR = ("stellar", "serve", "open")
@@ -482,20 +483,19 @@ def search_cmd(q: str | None, target: str | None, project: str | None, group: st
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @json_flag
 @store_option
-def status_cmd(name: str, output: str, as_json: bool, store: str | None) -> None:
+@source_options
+def status_cmd(name: str, output: str, as_json: bool, store: str | None, source: str, kusto_endpoint: str | None,
+               kusto_database: str) -> None:
     """Show the evidence and lifecycle of a run group, run or experiment.
 
     \b
     Example:
       taugrid-portal experiment status resnet-sweep -o json
+      taugrid-portal experiment status train-7f2c --source kusto --kusto-endpoint https://adx...
     """
-    from taugrid_portal.analysis import status
-
-    s = open_store(store)
-    with s:
-        doc = status(s, name)
-    if _fmt(output, as_json) == "json":
-        click.echo(to_json(doc))
+    doc = status_from(name, store, source, kusto_endpoint, kusto_database)
+    if _fmt(output, as_json) == "json" or doc["source"] == "kusto":
+        click.echo(to_json(doc) if _fmt(output, as_json) == "json" else kusto_table(doc))
         return
     click.echo(render_table(
         [[doc["target"], doc["target_type"], doc["runs"], doc["groups"], doc["configs"], doc["metric_files"],
