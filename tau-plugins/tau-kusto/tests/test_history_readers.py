@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from tau_core.history import LifecycleRow
@@ -119,7 +120,7 @@ def _portal(*args: str) -> tuple[int, str, str]:
     return int(done.value.code or 0), out.getvalue(), err.getvalue()
 
 
-def test_experiment_status_reads_kusto_or_the_local_store(kusto_up: LoopbackKusto, tmp_path: Path,
+def test_experiment_status_and_search_read_kusto(kusto_up: LoopbackKusto, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from tau_core.plugins import Host, set_host
     from tau_core.telemetry import ScalarRecord
@@ -127,27 +128,41 @@ def test_experiment_status_reads_kusto_or_the_local_store(kusto_up: LoopbackKust
     previous = set_host(Host.create(extra_plugins=[("loopback-credential", LoopbackCredential())]))
     try:
         sink = KustoSink(kusto_up.query_url, spool=tmp_path / "spool", credential=StaticToken())
-        sink.write_lifecycle([_row("u9", "submitted", 0), _row("u9", "running", 1),
-                              _row("u9", "succeeded", 3, reason="Completed")])
-        sink.write([ScalarRecord(run_id="done-run", metric_name=m, value=float(s), step=s,
-                                 wall_time=T0 + timedelta(seconds=s), project="vision", run_group_id="sweep",
+        sink.write_lifecycle([attrs.evolve(r, run_id="exp-run", owning_resource_name="exp-run") for r in (
+            _row("u9", "submitted", 0), _row("u9", "running", 1), _row("u9", "succeeded", 3, reason="Completed"))])
+        sink.write([ScalarRecord(run_id="exp-run", metric_name=m, value=float(s), step=s,
+                                 wall_time=T0 + timedelta(seconds=s), project="vision", run_group_id="sweep-x",
                                  experiment_id="e1") for s in range(3) for m in ("loss", "acc")])
         kusto_up.drain()
         monkeypatch.setenv("TAU_EXP_STORE", str(tmp_path / "no-store"))
-        code, out, _ = _portal("experiment", "status", "done-run", "--source", "kusto", "--kusto-endpoint",
+        code, out, _ = _portal("experiment", "status", "exp-run", "--source", "kusto", "--kusto-endpoint",
                                kusto_up.query_url, "-o", "json")
         assert code == 0
         doc = json.loads(out)
         assert (doc["source"], doc["target_type"], doc["runs"], doc["states"]) == (
             "kusto", "run", 1, {"succeeded": 1})
         assert (doc["metric_series"], doc["metric_points"]) == (2, 6)
-        code, out, _ = _portal("experiment", "status", "sweep", "--source", "auto", "--kusto-endpoint",
+        code, out, _ = _portal("experiment", "status", "sweep-x", "--source", "auto", "--kusto-endpoint",
                                kusto_up.query_url)  # no local store: auto reads Kusto
         assert code == 0 and "run_group" in out and "source:  Kusto Metrics at" in out
-        code, _, err = _portal("experiment", "status", "sweep", "--source", "kusto")
+        code, _, err = _portal("experiment", "status", "sweep-x", "--source", "kusto")
         assert code == 2 and "--source kusto needs --kusto-endpoint" in err
         code, _, err = _portal("experiment", "status", "nothing-here", "--source", "kusto", "--kusto-endpoint",
                                kusto_up.query_url)
         assert code == 1 and "no recorded lifecycle or metrics for 'nothing-here'" in err
+
+        # search: runs by their latest recorded state
+        code, out, _ = _portal("experiment", "search", "--source", "kusto", "--kusto-endpoint", kusto_up.query_url,
+                               "-q", "exp-run", "--lifecycle", "succeeded", "-o", "json")
+        assert code == 0, out
+        found = json.loads(out)
+        assert found["source"] == "kusto" and [(r["run_id"], r["state"]) for r in found["runs"]] == [
+            ("exp-run", "succeeded")]
+        code, out, _ = _portal("experiment", "search", "--source", "kusto", "--kusto-endpoint", kusto_up.query_url,
+                               "-q", "exp-run", "--lifecycle", "failed", "-o", "json")
+        assert code == 0 and json.loads(out)["runs"] == []
+        code, _, err = _portal("experiment", "search", "--source", "kusto", "--kusto-endpoint", kusto_up.query_url,
+                               "--metric-filter", "loss@min<1")
+        assert code == 2 and "--metric-filter need the local store" in err
     finally:
         set_host(previous)

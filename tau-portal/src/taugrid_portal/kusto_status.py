@@ -1,7 +1,11 @@
-"""``experiment status --source local|kusto|auto``: a target's status from the local store or from the durable
-history in Kusto (the recorded lifecycle and the typed metric events), read through the ``kusto`` history
-source (``tau_register_history_sources``).  ``auto`` is the local store when it knows the target, else Kusto
-when an endpoint is given."""
+"""``experiment status|search --source local|kusto|auto``: a target's status, or a run search, from the local
+store or from the durable history in Kusto (the recorded lifecycle and the typed metric events), read through
+the ``kusto`` history source (``tau_register_history_sources``).  ``auto`` is the local store when it answers,
+else Kusto when an endpoint is given.
+
+Kusto search filters what the lifecycle rows carry (``-q`` on run ids, ``--target``, ``--project``,
+``--group``, ``--state``, ``--lifecycle``, ``--tag``); the metric filters and ``--since``/``--min-step`` need
+the local store and are refused with ``--source kusto``."""
 
 from __future__ import annotations
 
@@ -114,3 +118,84 @@ def kusto_table(doc: dict[str, Any]) -> str:
                         ["TARGET", "TYPE", "RUNS", "ATTEMPTS", "SERIES", "POINTS", "LATEST_EVENT"])
     states = ", ".join(f"{k}={v}" for k, v in doc["states"].items()) or "(none recorded)"
     return f"{head}\nstates:  {states}\nsource:  {doc['where']}"
+
+
+#: recorded state -> the store's lifecycle words
+LIFECYCLE = {"submitted": "pending", "queued": "pending", "admitted": "pending", "running": "running",
+             "succeeded": "succeeded", "failed": "failed", "cancelled": "failed"}
+
+
+def _local_search(store: str | None, filters: dict[str, Any]) -> dict[str, Any]:
+    from taugrid_portal.cliutil import open_store
+    from taugrid_portal.store.search import parse_tags, search_runs
+
+    min_step = filters.pop("min_step")
+    if min_step is not None:
+        try:
+            min_step = int(min_step)
+        except ValueError:
+            raise UsageError("--min-step must be an integer") from None
+    s = open_store(store)
+    with s:
+        return {**search_runs(s, **{**filters, "tags": parse_tags(filters["tags"])}, min_step=min_step),
+                "source": "local"}
+
+
+def search_from(source: str, store: str | None, endpoint: str | None, database: str,
+                **filters: Any) -> dict[str, Any]:
+    """``experiment search`` from ``source`` (``filters`` are the command's)."""
+    if source == "kusto" and not endpoint:
+        raise UsageError("--source kusto needs --kusto-endpoint")
+    if source != "kusto":
+        try:
+            doc = _local_search(store, dict(filters))
+            if source == "local" or doc["runs"] or not endpoint:
+                return doc
+        except TauError:
+            if source == "local" or not endpoint:
+                raise
+    assert endpoint is not None
+    return kusto_search(endpoint, database, **filters)
+
+
+def kusto_search(endpoint: str, database: str, **f: Any) -> dict[str, Any]:
+    """Runs by their latest recorded lifecycle row (terminal rows win)."""
+    from taugrid_portal.store.search import parse_tags
+
+    unsupported = [flag for flag, key in (("--metric-name", "metric_names"), ("--metric-filter", "metric_filters"),
+                                          ("--since", "since"), ("--min-step", "min_step")) if f.get(key)]
+    if unsupported:
+        raise UsageError(f"{', '.join(unsupported)} need the local store; not supported with --source kusto")
+    source = history_source("kusto", endpoint=endpoint, database=database)
+    try:
+        rows = source.run_history(RunQuery("", limit=1000))
+    finally:
+        source.close()
+    by: dict[str, list[LifecycleRow]] = {}
+    for row in rows:
+        by.setdefault(row.durable_id, []).append(row)
+    tags, q = parse_tags(f.get("tags") or ()), (f.get("q") or "").lower()
+    out = []
+    for latest in (transitions(v)[-1] for v in by.values()):
+        life = LIFECYCLE.get(latest.state, "incomplete")
+        if (q and q not in latest.run_id.lower()) or \
+                (f.get("target") and f["target"] not in (latest.run_id, latest.run_group_id, latest.project)) or \
+                (f.get("project") and latest.project != f["project"]) or \
+                (f.get("group") and latest.run_group_id != f["group"]) or \
+                (f.get("state") and latest.state != f["state"]) or \
+                (f.get("lifecycle") and life != f["lifecycle"].replace("successful", "succeeded")) or \
+                any(latest.tags.get(k) != v for k, v in tags.items()):
+            continue
+        out.append({"run_id": latest.run_id, "lifecycle_state": life, "successful": latest.state == "succeeded",
+                    "state": latest.state, "project": latest.project, "run_group_id": latest.run_group_id,
+                    "created_at": _iso(latest.created_time), "completed_at": _iso(latest.completion_time),
+                    "metric_names": [], "tags": latest.tags, "success_reasons": [latest.reason] if latest.reason
+                    else [], "durable_id": latest.durable_id})
+    out.sort(key=lambda r: (r["created_at"] or "", r["run_id"]), reverse=True)
+    limit = int(f.get("limit") or 200)
+    return {"source": "kusto", "where": f"Kusto {database} at {endpoint}", "runs": out[:limit], "total": len(out),
+            "truncated": len(out) > limit}
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
