@@ -143,7 +143,9 @@ def test_oom_retry_success_is_recorded_once_and_health_answers(cluster: TauGridS
 
     first["uid"] = store.create(_job("hist-oom"))["metadata"]["uid"]
     sim.advance(10)
-    _wait(lambda: any(r["state"] == "failed" for r in _rows(kusto_up, "hist-oom")), "the failed row")
+    # the Job's and the pod's watch events arrive in either order: the enriched row follows the plain one
+    _wait(lambda: any(r["state"] == "failed" and "exit code 137" in r["message"] for r in _rows(kusto_up, "hist-oom")),
+          "the failed row with the pod's evidence")
     store.delete("batch/v1", "Job", NAMESPACE, "hist-oom")  # what Tau's retry does: delete, resubmit
     store.create(_job("hist-oom"))
     sim.advance(10)
@@ -159,8 +161,8 @@ def test_oom_retry_success_is_recorded_once_and_health_answers(cluster: TauGridS
     assert {"queued", "admitted"} & set(states[1])
     reason = attempts[0][-1][1]
     assert reason.endswith("/OOMKilled"), attempts[0]
-    failed = next(r for r in _rows(kusto_up, "hist-oom") if r["state"] == "failed")
-    assert "exit code 137" in failed["message"] and "container main" in failed["message"]
+    failed = max((r for r in _rows(kusto_up, "hist-oom") if r["state"] == "failed"), key=lambda r: r["observed_at"])
+    assert "exit code 137" in failed["message"] and "container main" in failed["message"]  # arg_max prefers it
     ids = [r["observation_id"] for r in _rows(kusto_up, "hist-oom")]
     assert len(ids) == len(set(ids))  # every observation written once
     dumped = json.dumps(kusto_up.store.rows("TauExpRunLifecycle"), default=str)
