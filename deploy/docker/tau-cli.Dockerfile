@@ -10,7 +10,7 @@ COPY tau-core/ tau-core/
 COPY tau-plugins/ tau-plugins/
 RUN pip wheel --no-cache-dir --wheel-dir /wheels ./tau-core \
         ./tau-plugins/tau-cluster ./tau-plugins/tau-data ./tau-plugins/tau-logs ./tau-plugins/tau-python \
-        ./tau-plugins/tau-run ./tau-plugins/tau-version ./tau-plugins/tau-workspace
+        ./tau-plugins/tau-run ./tau-plugins/tau-version ./tau-plugins/tau-workspace ./tau-plugins/tau-kusto
 
 FROM python:3.12-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
