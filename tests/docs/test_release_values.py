@@ -115,6 +115,8 @@ def test_release_values_pin_every_rendered_tau_image_by_digest(helm: Any, tmp_pa
 def test_without_digests_the_template_keeps_placeholders_that_helm_refuses(helm: Any, tmp_path: Path) -> None:
     written = values.write(tmp_path, None, "0.0.0")
     assert written.name == "values-release.template.yaml" and not (tmp_path / "values-release.yaml").exists()
+    assert not (tmp_path / "images.env").exists()
+    assert "@${digest:taugrid-portal}" in (tmp_path / "images.template.env").read_text()
     assert "${digest:tau-controller}" in written.read_text()
     result = helm("-f", str(written))
     assert result.returncode != 0 and "digest" in result.stderr

@@ -6,9 +6,9 @@
 ``record`` writes the digests file: ``{"version": ..., "images": {"tau-controller": "sha256:...", ...}}``.
 ``write`` turns the table into ``values-release.yaml`` (for the umbrella chart: ``repository`` plus ``digest``
 at each value path; the charts use a digest over a tag) and ``images.env`` (``TAU_METRICS_OFFLOAD_IMAGE=
-repo@sha256:...``). Without a digests file it writes ``values-release.template.yaml`` instead, whose
-``${digest:NAME}`` placeholders ``write --digests`` fills later: a values file that is not pinned is never
-named as if it were.
+repo@sha256:...``). Without a digests file it writes ``values-release.template.yaml`` and
+``images.template.env`` instead, whose ``${digest:NAME}`` placeholders ``write --digests`` fills later: a file
+that is not pinned is never named as if it were.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "deploy" / "docker" / "images.toml"
 DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 PLACEHOLDER = "${digest:%s}"
-VALUES, TEMPLATE, ENV_FILE = "values-release.yaml", "values-release.template.yaml", "images.env"
+VALUES, TEMPLATE = "values-release.yaml", "values-release.template.yaml"
+ENV_FILE, ENV_TEMPLATE = "images.env", "images.template.env"
 
 
 class ValuesError(Exception):
@@ -104,7 +105,7 @@ def write(out: Path, digests_file: Path | None, version: str) -> Path:
     values, env = render(table, digests, version)
     target = out / (VALUES if digests else TEMPLATE)
     target.write_text(values)
-    (out / ENV_FILE).write_text(env)
+    (out / (ENV_FILE if digests else ENV_TEMPLATE)).write_text(env)
     return target
 
 
