@@ -363,8 +363,10 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def release(session: nox.Session) -> None:
     """Every distribution's sdist and wheel built twice from the committed tree (SOURCE_DATE_EPOCH = last
-    commit), compared byte for byte, written with SHA256SUMS and a release-notes skeleton to
-    dist/release/<VERSION>/ (never overwritten). ``-- --only tau-core`` builds a subset."""
+    commit), compared byte for byte, written with SHA256SUMS, a release-notes skeleton and the release values
+    (images pinned by the digests `nox -s images -- --push` recorded; a template without them) to
+    dist/release/<VERSION>/ (never overwritten). ``-- --only tau-core`` builds a subset, ``-- --digests FILE``
+    names the digests file."""
     session.install(*RELEASE_TOOLS)
     session.run("python", str(ROOT / "tests" / "tools" / "release.py"), "build", *session.posargs)
 
