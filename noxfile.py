@@ -74,7 +74,7 @@ def spec(path: Path, editable: bool = False) -> list[str]:
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3.5", "hypothesis", "kubernetes-validate", "jsonschema", "pyyaml",
               "playwright", "httpx",
               # the local RayJob tests run a real Ray head (the same range as the tau[ray] extra)
-              "ray[default,tune,train]>=2.60,<3"]
+              "ray[default,tune,train,serve]>=2.60,<3"]
 FLAKY_TOOLS = ["pytest-repeat", "pytest-timeout"]
 # xdist: one worker per core; tests that share something (a browser, a directory) carry an xdist_group
 # marker (see the root conftest.py) and --dist loadgroup keeps each group on one worker.
@@ -363,8 +363,10 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def release(session: nox.Session) -> None:
     """Every distribution's sdist and wheel built twice from the committed tree (SOURCE_DATE_EPOCH = last
-    commit), compared byte for byte, written with SHA256SUMS and a release-notes skeleton to
-    dist/release/<VERSION>/ (never overwritten). ``-- --only tau-core`` builds a subset."""
+    commit), compared byte for byte, written with SHA256SUMS, a release-notes skeleton and the release values
+    (images pinned by the digests `nox -s images -- --push` recorded; a template without them) to
+    dist/release/<VERSION>/ (never overwritten). ``-- --only tau-core`` builds a subset, ``-- --digests FILE``
+    names the digests file."""
     session.install(*RELEASE_TOOLS)
     session.run("python", str(ROOT / "tests" / "tools" / "release.py"), "build", *session.posargs)
 
@@ -382,17 +384,31 @@ def hadolint(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def images(session: nox.Session) -> None:
-    """docker build of every deploy/docker/*.Dockerfile from the repository root, where a Docker engine exists.
-    Without one (this project's machines and CI) it says so and builds nothing."""
+    """docker build of every image in deploy/docker/images.toml from the repository root, tagged
+    <registry>/<repository>:<VERSION>, where a Docker engine exists. ``-- --push`` pushes them and records their
+    registry digests in dist/images/<VERSION>/digests.json, which `nox -s release` pins in its values file.
+    Without an engine (this project's machines and CI) it says so and builds nothing."""
     import shutil
     import subprocess
+    import tomllib
 
     docker = shutil.which("docker")
     if not docker or subprocess.run([docker, "info"], capture_output=True).returncode != 0:
-        session.log("images: SKIPPED: no Docker engine on this machine (nothing was built); "
+        session.log("images: SKIPPED: no Docker engine on this machine (nothing was built, no digests recorded); "
                     "nox -s hadolint still lints the Dockerfiles")
         return
     version = (ROOT / "VERSION").read_text().strip()
-    for dockerfile in DOCKERFILES:
-        tag = f"{dockerfile.name.removesuffix('.Dockerfile')}:{version}"
+    table = tomllib.loads((ROOT / "deploy" / "docker" / "images.toml").read_text())
+    digests = []
+    for name, image in table["images"].items():
+        tag = f"{table['registry']}/{image['repository']}:{version}"
+        dockerfile = ROOT / "deploy" / "docker" / image["dockerfile"]
         session.run(docker, "build", "-f", str(dockerfile), "-t", tag, str(ROOT), external=True)
+        if "--push" in session.posargs:
+            session.run(docker, "push", tag, external=True)
+            ref = subprocess.run([docker, "image", "inspect", "--format", "{{index .RepoDigests 0}}", tag],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+            digests.append(f"{name}={ref.rpartition('@')[2]}")
+    if digests:
+        session.run("python3", str(ROOT / "tests" / "tools" / "release_values.py"), "record", "--out",
+                    str(ROOT / "dist" / "images" / version / "digests.json"), *digests, external=True)

@@ -5,6 +5,8 @@
 * baseline ``ray-job-submit-warm``: ``ray job submit`` of the same entrypoint to an already-running head,
   to the first line on its stdout;
 * baseline ``ray-start-cold-plus-submit``: ``ray start --head`` (daemonised) and then ``ray job submit``;
+* ``rayjob-first-line-session-head``: ``tau run job --local`` with ``TAU_LOCAL_RAY_ADDRESS`` set to that
+  already-running head (no head start), beside the warm ``ray job submit``;
 * ``rayjob-peak-rss``: the peak of the summed RSS of the run's head, driver and supervisor, against the
   peak RSS of the same script run as plain ``python``.
 
@@ -45,8 +47,8 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
     return 0
 
 
-def tau_sample(project: Path, home: Path) -> tuple[float, int]:
-    env = {**os.environ, "TAU_DATA_DIR": str(home), "NO_COLOR": "1"}
+def tau_sample(project: Path, home: Path, extra: dict[str, str] | None = None) -> tuple[float, int]:
+    env = {**os.environ, "TAU_DATA_DIR": str(home), "NO_COLOR": "1", **(extra or {})}
     before = set((home / "runs").glob("*")) if (home / "runs").is_dir() else set()
     start = time.perf_counter()
     subprocess.run([TAU, "run", "job", "--local"], cwd=project, env=env, check=True, capture_output=True)
@@ -128,14 +130,18 @@ def cold_ms(project: Path, work: Path) -> float:
         local_ray.clean_up_after(marker_dir, {"temp_root": str(temp_root)})
 
 
-def warm_ms(project: Path, work: Path) -> list[float]:
+def warm_ms(project: Path, work: Path) -> tuple[list[float], list[float]]:
+    """``ray job submit`` to a running head, and ``tau run --local`` to it through TAU_LOCAL_RAY_ADDRESS."""
     run_dir = work / "warm"
     run_dir.mkdir()
     head = local_ray.start_head(run_dir, 2, lambda _m: None)
     try:
-        env = {**os.environ, **local_ray.auth_env(head.token_file)}
+        env = {**os.environ, **local_ray.auth_env(run_dir / local_ray.TOKEN_FILE)}
         submit_ms(head.dashboard, project, env)  # the first job on a fresh head warms its job agent
-        return [submit_ms(head.dashboard, project, env) for _ in range(RUNS)]
+        warm = [submit_ms(head.dashboard, project, env) for _ in range(RUNS)]
+        extra = {**local_ray.auth_env(run_dir / local_ray.TOKEN_FILE), local_ray.ADDRESS_ENV: head.dashboard}
+        session = [tau_sample(project, work / "home-session", extra)[0] for _ in range(RUNS)]
+        return warm, session
     finally:
         local_ray.stop_head(head)
 
@@ -148,7 +154,7 @@ def main() -> None:
         (project / "script.py").write_text(SCRIPT)
         (project / "tau" / "job.yaml").write_text(CONFIG)
         samples = [tau_sample(project, work / "home") for _ in range(RUNS)]
-        warm = warm_ms(project, work)
+        warm, session = warm_ms(project, work)
         cold = [cold_ms(project, work) for _ in range(RUNS)]
         plain = max(plain_peak(project) for _ in range(RUNS))
         first = statistics.median(s[0] for s in samples)
@@ -156,6 +162,8 @@ def main() -> None:
               "line in the run log)")
         print(f"  baseline ray-job-submit-warm: median {statistics.median(warm):.0f} ms (already-running head)")
         print(f"  baseline ray-start-cold-plus-submit: median {statistics.median(cold):.0f} ms")
+        print(f"rayjob-first-line-session-head: median {statistics.median(session):.0f} ms (tau run job --local "
+              f"with TAU_LOCAL_RAY_ADDRESS) vs ray-job-submit-warm {statistics.median(warm):.0f} ms")
         peak = max(s[1] for s in samples)
         print(f"rayjob-peak-rss: {peak / 1024:.0f} MiB (head + driver + supervisor) vs plain python "
               f"{plain / 1024:.0f} MiB ({peak / max(plain, 1):.1f}x)")

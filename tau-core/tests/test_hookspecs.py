@@ -226,3 +226,65 @@ def test_hook_tau_register_execution_backends():
 
     backend = _host(P()).registry("execution_backends")["echo"].load()(root="/tmp")
     assert backend.name == "echo" and backend.options == {"root": "/tmp"}
+
+
+def test_hook_tau_register_history_sources():
+    from datetime import UTC, datetime
+
+    import attrs
+    import pytest
+
+    from tau_core.errors import ConfigError
+    from tau_core.exptelemetry import LIFECYCLE_COLUMNS
+    from tau_core.history import (
+        HistorySource,
+        LifecycleRow,
+        LogLine,
+        LogQuery,
+        RunQuery,
+        history_source,
+        lifecycle_row,
+        transitions,
+    )
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    class Memory:
+        def __init__(self, rows):
+            self.rows = rows
+
+        def run_history(self, query):
+            return [lifecycle_row(r) for r in self.rows if r["run_id"] == query.run]
+
+        def metric_points(self, flt):
+            return []
+
+        def container_logs(self, query):
+            return [LogLine(t0, query.cluster, query.namespace, f"{query.run}-abc", "main", "hello")]
+
+        def close(self):
+            pass
+
+    rows = [{"run_id": "r1", "state": "submitted", "observed_at": "2026-01-01T00:00:00Z", "generation": "2"},
+            {"run_id": "r1", "state": "running", "observed_at": "2026-01-01T00:01:00Z"},
+            {"run_id": "r1", "state": "running", "observed_at": "2026-01-01T00:02:00Z"},
+            {"run_id": "r1", "state": "failed", "observed_at": "2026-01-01T00:03:00Z", "reason": "x"},
+            {"run_id": "r1", "state": "failed", "observed_at": "2026-01-01T00:03:01Z", "reason": "BackoffLimit/OOM"},
+            {"run_id": "r2", "state": "queued", "observed_at": "2026-01-01T00:00:00Z"}]
+
+    class P:
+        @hookimpl
+        def tau_register_history_sources(self, register):
+            register("memory", Memory)
+
+    host = _host(P())
+    source = history_source("memory", host, rows=rows)
+    assert isinstance(source, HistorySource)
+    got = transitions(source.run_history(RunQuery("r1")))
+    assert [(r.state, r.reason) for r in got] == [("submitted", ""), ("running", ""), ("failed", "BackoffLimit/OOM")]
+    assert got[0].observed_at == t0 and got[0].generation == 2 and got[-1].terminal
+    assert source.container_logs(LogQuery("c1", "ns", "r1"))[0].pod == "r1-abc"
+    # one definition: the typed row has exactly the lifecycle columns, in order
+    assert [f.name for f in attrs.fields(LifecycleRow)] == [c.name for c in LIFECYCLE_COLUMNS]
+    with pytest.raises(ConfigError, match="no run-history source named 'kusto'"):
+        history_source("kusto", host)

@@ -87,6 +87,27 @@ def test_the_plan_carries_the_cluster_runtime_env(home: Path) -> None:
     assert env["TAU_RETRY_ATTEMPT"] == "1" and "HOME" not in env and env["PYTHONUNBUFFERED"] == "1"
 
 
+def test_a_session_head_address_is_planned_and_checked(home: Path) -> None:
+    """TAU_LOCAL_RAY_ADDRESS: a Jobs API URL goes into the plan (no head of its own); anything else is refused
+    with the variable named (the end-to-end run on a session head is in tests/e2e/test_local_ray.py)."""
+    from tau_core.backends.local.env import build_plan
+
+    req = request(home / "project")
+    assert build_plan(req, "tune-1", {**os.environ})["ray"]["address"] is None
+    env = {**os.environ, local_ray.ADDRESS_ENV: "http://127.0.0.1:8265/"}
+    assert build_plan(req, "tune-1", env)["ray"]["address"] == "http://127.0.0.1:8265"
+    for bad in ("127.0.0.1:8265", "ray://127.0.0.1:10001", "http://127.0.0.1"):
+        with pytest.raises(ConfigError) as err:
+            build_plan(req, "tune-1", {**os.environ, local_ray.ADDRESS_ENV: bad})
+        assert f"TAU_LOCAL_RAY_ADDRESS={bad!r}" in err.value.message and "8265" in (err.value.hint or "")
+    head = local_ray.attach_head("http://127.0.0.1:8265")
+    assert head.external and head.alive() and head.record()["external"] is True
+    local_ray.stop_head(head)  # not the run's: nothing to stop, nothing raised
+    phase = local_ray.status_phase({**head.record(), "submission_id": "tune-1-a1", "job_state": "RUNNING"})
+    assert phase is not None and phase.state == "active"
+    assert phase.detail == "tune-1-a1 RUNNING on the Ray head at http://127.0.0.1:8265 (TAU_LOCAL_RAY_ADDRESS)"
+
+
 def test_the_temp_root_stays_short_under_a_long_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     long = tmp_path / ("deep-" * 12)
     long.mkdir()

@@ -51,3 +51,13 @@ def test_the_entrypoints_are_console_scripts_of_this_tree() -> None:
     pyprojects = "\n".join(p.read_text() for p in REPO.glob("*/pyproject.toml"))
     for script in ENTRYPOINTS.values():
         assert f"\n{script} = " in pyprojects, script
+
+
+def test_the_cli_image_carries_every_root_of_the_tau_meta_package_and_the_kusto_sink() -> None:
+    import tomllib
+
+    meta = tomllib.loads((REPO / "tau-plugins" / "tau" / "pyproject.toml").read_text())["project"]
+    roots = {req.split("[")[0].split("=")[0] for req in meta["dependencies"]} - {"tau-core"}
+    text = (REPO / "deploy" / "docker" / "tau-cli.Dockerfile").read_text()
+    built = {word.removeprefix("./tau-plugins/") for word in text.split() if word.startswith("./tau-plugins/")}
+    assert roots | {"tau-kusto"} <= built, sorted(roots | {"tau-kusto"} - built)

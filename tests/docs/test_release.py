@@ -56,7 +56,12 @@ def test_a_disagreeing_copy_is_named_and_set_version_fixes_it(tmp_path: Path, mo
 
 @pytest.mark.slow
 def test_two_builds_are_byte_identical_and_tau_version_shows_their_numbers(tmp_path: Path) -> None:
-    out = release.build(tmp_path / "release", ["tau-core", "tau-version"])
+    digests = tmp_path / "digests.json"  # a fixture: no Docker engine here, so `nox -s images` records none
+    release.release_values.record(digests, [f"{i.name}=sha256:{n:064x}" for n, i in
+                                            enumerate(release.release_values.images(), 1)], release.version())
+    out = release.build(tmp_path / "release", ["tau-core", "tau-version"], digests)
+    assert "@sha256:" in (out / "images.env").read_text()
+    assert "${digest:" not in (out / "values-release.yaml").read_text()
     ver = release.version()
     wheels = sorted(p.name for p in out.glob("*.whl"))
     assert wheels == [f"tau_core-{ver}-py3-none-any.whl", f"tau_version-{ver}-py3-none-any.whl"]

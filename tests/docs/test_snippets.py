@@ -91,6 +91,9 @@ def test_every_runnable_block_is_a_command_or_a_file() -> None:
                 f"{block.page}:{block.line}: a runnable block is ```{{.bash .runnable}} or names a data-file")
             if block.data_file:
                 assert not Path(block.data_file).is_absolute() and ".." not in Path(block.data_file).parts
+            else:  # `set -e` ignores a command negated with `!`: such a check could never fail
+                assert not re.search(r"^\s*! ", block.body, re.M), (
+                    f"{block.page}:{block.line}: use `if cmd; then exit 1; fi` instead of `! cmd`")
 
 
 @pytest.mark.realclock

@@ -266,3 +266,78 @@ def test_cancel_while_the_head_starts_leaves_nothing_behind(local: Local) -> Non
     assert local_ray.head_processes(local.home / "runs" / run) == []
     temp_root = local.log(run).split("temp root ", 1)[1].split()[0]
     assert not Path(temp_root).exists(), temp_root
+
+
+def test_a_preempted_run_resumes_from_its_checkpoint_on_a_fresh_head(local: Local) -> None:
+    """``tau run resume``: attempt 1 saves a checkpoint and is killed from outside tau (Preempted, no retry
+    configured); the resume starts a new head and submits a job whose driver sees TAU_RESUME_FROM."""
+    project = local.project("""
+        import os, signal
+        checkpoints = os.path.join(os.environ["TAU_OUTPUT_DIR"], "checkpoints")
+        resume = os.environ.get("TAU_RESUME_FROM")
+        if resume is None:
+            os.makedirs(checkpoints, exist_ok=True)
+            open(os.path.join(checkpoints, "step.txt"), "w").write("5")
+            print("saved step 5", flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)  # injected: the driver is preempted
+        step = open(os.path.join(resume, "step.txt")).read()
+        print("resumed at step", step, "from", resume, flush=True)
+        open(os.path.join(os.environ["TAU_OUTPUT_DIR"], "final.txt"), "w").write("done after step " + step)
+    """)
+    run = local.submit(project)
+    doc = local.wait(run)
+    assert not doc["succeeded"] and local.record(run)["reason"] == "Preempted", doc
+    dry = local.tau("run", "resume", run, "--config", "tau/job.yaml", "--dry-run", cwd=project)
+    checkpoint = str(local.record(run)["output_dir"]) + "/checkpoints"
+    import yaml
+
+    plan = yaml.safe_load(dry.stdout)
+    assert plan["resume_from"] == checkpoint and not [n for n in plan["notes"] if "warning" in n], plan
+    resumed = local.tau("run", "resume", run, "--config", "tau/job.yaml", cwd=project)
+    assert f"resuming local run {run} from {checkpoint}" in resumed.stdout, resumed.stdout
+    doc = local.wait(run)
+    assert doc["succeeded"], doc
+    record = local.record(run)
+    assert [a["state"] for a in record["attempts"]] == ["Failed", "Succeeded"], record["attempts"]
+    assert record["attempts"][1]["resume_from"] == checkpoint
+    assert record["attempts"][1]["ray_job"] == {"submission_id": f"{run}-a2", "state": "SUCCEEDED"}
+    log = local.log(run)
+    assert "saved step 5" in log and f"resumed at step 5 from {checkpoint}" in log, log
+    assert log.count("[tau] starting a local Ray head") == 2, log  # the first head went with the first run
+    raw = subprocess.run([TAU, "run", "get", run, "--artifact", "final.txt", "-o", "raw"], env=local.env,
+                         capture_output=True, text=True, timeout=60)
+    assert raw.stdout == "done after step 5", raw
+
+
+def test_runs_submit_to_an_existing_head_when_asked(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TAU_LOCAL_RAY_ADDRESS: two runs use one session head (started here as a user would, with a token)
+    and leave it running; a malformed address is a one-line error naming the variable."""
+    session = local.root / "session-head"
+    session.mkdir()
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # start_head points this process at its head; undone after
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(session / local_ray.TOKEN_FILE))
+    head = local_ray.start_head(session, 2, lambda _: None)
+    try:
+        local.env.update({"TAU_LOCAL_RAY_ADDRESS": head.dashboard, **local_ray.auth_env(session / local_ray.TOKEN_FILE)})
+        project = local.project("""
+            import os
+            print("hello from the session head", os.environ["TAU_NUM_WORKERS"], flush=True)
+        """)
+        runs = [local.submit(project), local.submit(project)]
+        for run in runs:
+            doc = local.wait(run)
+            assert doc["succeeded"], doc
+            state, detail = phases(doc)["Ray job"]
+            assert state == "done" and f"on the Ray head at {head.dashboard} (TAU_LOCAL_RAY_ADDRESS)" in detail, doc
+            log = local.log(run)
+            assert "hello from the session head 1" in log.splitlines(), log
+            assert f"[tau] using the Ray head at {head.dashboard}" in log and "starting a local Ray head" not in log
+            assert "stopping the local Ray head" not in log
+        assert head.alive() and len(local_ray.head_processes(session)) >= 3  # the session head is still up
+        local.env["TAU_LOCAL_RAY_ADDRESS"] = "127.0.0.1:8265"
+        bad = local.tau("run", "job", "--local", cwd=project, check=False)
+        assert bad.returncode == 1 and "TAU_LOCAL_RAY_ADDRESS='127.0.0.1:8265' is not the URL" in bad.stderr, bad
+        assert "Traceback" not in bad.stderr
+    finally:
+        local_ray.stop_head(head)
+    assert local_ray.head_processes(session) == []

@@ -121,3 +121,29 @@ def test_secrets_are_created_as_a_secret_never_in_the_workload(taugrid_cluster, 
     head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     ref = next(e for e in head["env"] if e["name"] == "TOKEN")["valueFrom"]["secretKeyRef"]
     assert ref == {"name": "tau-sec-secrets", "key": "TOKEN"}
+
+
+def test_python_doctor_against_the_cluster(taugrid_cluster, tau_cli) -> None:  # type: ignore[no-untyped-def]
+    """The researcher may create RayJobs in the workspace namespace, not in the platform's."""
+    r = tau_cli("python", "doctor", "-n", NAMESPACE)
+    assert r.exit_code == 0, r
+    assert f"create rayjobs in {NAMESPACE}: ok" in r.stdout and r.stdout.rstrip().endswith("tau python doctor: ok")
+    r = tau_cli("python", "doctor", "-n", "kube-system")
+    assert r.exit_code == 1 and "you cannot create rayjobs.ray.io in namespace kube-system" in r.stderr, r
+    assert "researcher role" in r.stderr
+
+
+def test_python_build_then_submit_build(taugrid_factory, tau_cli, repo: Path) -> None:  # type: ignore[no-untyped-def]
+    """A build submitted later: train polled to success and cleaned up, then the eval with the upstream path."""
+    scenario = taugrid_factory(clock="real", time_scale=20)
+    scripts_of(scenario.cluster).add({}, PodScript(run_seconds=5), kind="RayJob")
+    r = tau_cli("python", "build", "workflow.py", "-o", "build", "--namespace", NAMESPACE)
+    assert r.exit_code == 0, r
+    r = tau_cli("python", "submit-build", "build", "--poll-interval", "0.2", "--timeout", "120s")
+    assert r.exit_code == 0, r
+    assert f"{NAMESPACE}/tau-e2e-train succeeded" in r.stderr
+    store = scenario.cluster.store
+    assert store.get("ray.io/v1", "RayJob", NAMESPACE, "tau-e2e-train") is None
+    ev = store.get("ray.io/v1", "RayJob", NAMESPACE, "tau-e2e-eval")
+    assert ev is not None
+    assert _env(ev)["TAU_UPSTREAM_CHECKPOINT"] == "/data/checkpoints/finetunes/e2e-train/artifacts/model.bin"

@@ -2,11 +2,13 @@
 
     python tests/tools/release.py check                 every version and pin equals VERSION
     python tests/tools/release.py set-version 0.6.0     rewrite VERSION, pyprojects, pins and __version__
-    python tests/tools/release.py build [--out DIR] [--only NAME ...]
+    python tests/tools/release.py build [--out DIR] [--only NAME ...] [--digests FILE]
         check, then build each distribution's sdist and wheel twice (clean output directories,
         SOURCE_DATE_EPOCH = the last commit's time), compare the two builds byte for byte, and write
-        DIR/<version>/ with the artifacts, SHA256SUMS and RELEASE-NOTES.md. An existing DIR/<version>
-        is never overwritten.
+        DIR/<version>/ with the artifacts, SHA256SUMS, RELEASE-NOTES.md and the release values
+        (tests/tools/release_values.py: values-release.yaml pinned from the digests file, by default
+        dist/images/<version>/digests.json from `nox -s images -- --push`; without one, the template).
+        An existing DIR/<version> is never overwritten.
 
 The version is defined once, in ``VERSION`` at the repository root; ``check`` fails on any copy that
 differs: a distribution's ``[project] version``, a ``__version__`` literal, or a pin of one distribution
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION_FILE = ROOT / "VERSION"
@@ -35,6 +38,21 @@ REQ_NAME = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$")
 
 class ReleaseError(Exception):
     pass
+
+
+def _release_values() -> ModuleType:
+    """tests/tools/release_values.py (loaded by path: this file runs as a script and is loaded by tests)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tau_release_values", Path(__file__).with_name("release_values.py"))
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+release_values = _release_values()
 
 
 def version() -> str:
@@ -154,12 +172,21 @@ def release_notes(ver: str) -> str:
             f"## Changes {origin}\n\n{log}\n")
 
 
-def build(out_root: Path, only: list[str] | None) -> Path:
+def digests_file(given: Path | None, ver: str) -> Path | None:
+    """The image digests to pin: ``given``, else the one `nox -s images -- --push` wrote for ``ver``, if any."""
+    default = ROOT / "dist" / "images" / ver / "digests.json"
+    return given if given is not None else (default if default.is_file() else None)
+
+
+def build(out_root: Path, only: list[str] | None, digests: Path | None = None) -> Path:
     ver = check()
     target = out_root / ver
     if target.exists():
         raise ReleaseError(f"{target} exists: a released version is never rebuilt in place "
                            "(hint: bump VERSION with set-version, or remove the directory on purpose)")
+    digests = digests_file(digests, ver)
+    if digests is not None:  # checked before the long builds
+        release_values.read_digests(digests, release_values.images())
     names = only or sorted(distributions())
     epoch = source_date_epoch()
     with tempfile.TemporaryDirectory(prefix="tau-release-") as tmp:
@@ -174,6 +201,7 @@ def build(out_root: Path, only: list[str] | None) -> Path:
             shutil.copy2(artifact, target / artifact.name)
     (target / "SHA256SUMS").write_text(sha256sums(target))
     (target / "RELEASE-NOTES.md").write_text(release_notes(ver))
+    release_values.write(target, digests, ver)
     return target
 
 
@@ -186,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     bld = sub.add_parser("build")
     bld.add_argument("--out", type=Path, default=ROOT / "dist" / "release")
     bld.add_argument("--only", action="append")
+    bld.add_argument("--digests", type=Path, help="image digests file (default: dist/images/<VERSION>/digests.json)")
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
@@ -194,10 +223,13 @@ def main(argv: list[str] | None = None) -> int:
             set_version(args.version)
             print(f"version {check()}")
         else:
-            target = build(args.out, args.only)
+            target = build(args.out, args.only, args.digests)
             count = len([p for p in target.iterdir() if p.name.endswith((".whl", ".tar.gz"))])
             print(f"{count} artifacts built twice, byte-identical; written to {target}")
-    except ReleaseError as exc:
+            if not (target / "values-release.yaml").exists():
+                print("no image digests (no Docker engine here, or `nox -s images -- --push` not run): wrote "
+                      "values-release.template.yaml; fill it with release_values.py write --digests FILE")
+    except (ReleaseError, release_values.ValuesError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

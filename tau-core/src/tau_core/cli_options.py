@@ -45,6 +45,19 @@ def logs_options(fn: F) -> F:
     return fn
 
 
+def kusto_log_options(fn: F) -> F:
+    """Add ``--kusto-cluster --kusto-endpoint --kusto-database``: where the platform keeps container logs."""
+    options = [
+        click.option("--kusto-cluster", default=None,
+                     help="Cluster value in ADX Logs.ContainerLogs (for a run whose pods and archive are gone)."),
+        click.option("--kusto-endpoint", default=None, help="ADX endpoint (absolute https, no path or query)."),
+        click.option("--kusto-database", default=None, help="ADX database holding ContainerLogs."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 def log_options(follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
                 timestamps: bool, prefix: bool) -> LogOptions:
     """The validated :class:`~tau_core.lifecycle.base.LogOptions` of the :func:`logs_options` flags."""

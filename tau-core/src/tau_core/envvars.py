@@ -69,6 +69,9 @@ ENV_VARS: Final[tuple[EnvVar, ...]] = (
     _cli("TAU_EXP_LOCK_TIMEOUT", "Seconds a writer waits for the experiment store lock.", "10"),
     _cli("TAU_STELLAR_ALLOWED_HOSTS", "Extra host names a Stellar server answers for (comma-separated, "
          "`*.example.com` allowed), e.g. behind a proxy."),
+    _cli("TAU_LOCAL_RAY_ADDRESS", "Jobs API URL of a running Ray head (`http://127.0.0.1:8265`): local "
+         "`engine: rayjob` runs submit to it and leave it up instead of starting a head per run; its token "
+         "comes from Ray's `RAY_AUTH_TOKEN`/`RAY_AUTH_TOKEN_PATH`."),
     _cli("TAU_LOCAL_SUPERVISOR_FOREGROUND", "`1` keeps the local run supervisor in the foreground "
          "(tests and debugging)."),
     # data registries

@@ -142,3 +142,23 @@ def tau_register_execution_backends(register: Register) -> None:
     Every command gets its backend through :func:`tau_core.lifecycle.backend_for`; registering
     a name that exists with a higher ``priority`` replaces the built-in backend for every verb.
     """
+
+
+@hookspec
+def tau_register_history_sources(register: Register) -> None:
+    """Register a durable run-history source: what a run left behind once its Kubernetes objects are gone.
+
+    ``register(name, factory)``; ``factory(**options)`` returns a
+    :class:`tau_core.history.HistorySource`:
+
+    * ``run_history(query: RunQuery) -> list[LifecycleRow]``: the run's recorded lifecycle rows
+      (``TauExpRunLifecycle``), deduplicated at query time, oldest first;
+    * ``metric_points(flt: tau_core.kql.MetricsFilter) -> list[MetricPoint]``: deduplicated metric points;
+    * ``container_logs(query: LogQuery) -> list[LogLine]``: container log lines the platform kept (adx-mon's
+      ``Logs.ContainerLogs``), oldest first, at most ``query.tail``;
+    * ``close()``.
+
+    Readers (``tau logs``, ``tau run status``, Stellar, the Portal) pick a source by name with
+    :func:`tau_core.history.history_source`; tau-kusto registers ``kusto`` (options ``endpoint``,
+    ``database``, ``logs_database``, ``credential``).
+    """

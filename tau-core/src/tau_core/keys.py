@@ -70,6 +70,8 @@ SCRIPT_PAYLOAD_DIGEST: Final = "tau.azure.com/script-payload-digest"
 PAYLOAD_DIGEST: Final = "tau.azure.com/payload-digest"
 LAUNCH: Final = "tau.azure.com/launch"
 CLUSTER_NAME: Final = "tau.azure.com/cluster-name"
+#: the TauGrid controller version stamped on a workload (the lifecycle recorder's only source for it)
+CONTROLLER_VERSION: Final = "tau.azure.com/controller-version"
 
 # -- workload-profile stamps (doc 43) -------------------------------------------------------
 TAU_CLUSTER_GENERATION: Final = "tau.azure.com/tau-cluster-generation"

@@ -187,3 +187,52 @@ def lifecycle_query(*, table: str = NAMES.lifecycle_table, target: str = "", tar
         "| take 200",
     ]
     return "\n".join(lines)
+
+
+#: adx-mon's ``Logs.ContainerLogs`` (OTLP log rows): where the container identity lives in ``Resource`` and the
+#: line in ``Body``.  Tau only reads this table; the platform's adx-mon collector writes it.
+CONTAINER_LOGS_DATABASE = "Logs"
+CONTAINER_LOGS_TABLE = "ContainerLogs"
+CONTAINER_LOG_COLUMNS = (Column("Timestamp", "datetime"), Column("ObservedTimestamp", "datetime"),
+                         Column("Body", "dynamic"), Column("Resource", "dynamic"), Column("Attributes", "dynamic"))
+CONTAINER_LOG_FIELDS = (("Cluster", "Resource", "cluster"), ("Namespace", "Resource", "namespace"),
+                        ("Pod", "Resource", "pod"), ("Container", "Resource", "container"),
+                        ("Message", "Body", "message"))
+
+
+def run_history_query(run: str, *, namespace: str = "", cluster: str = "", limit: int = 200,
+                      table: str = NAMES.lifecycle_table) -> str:
+    """One run's (every run's, when ``run`` is empty) latest ``limit`` lifecycle rows, one per observation
+    (query-time dedup), newest first."""
+    lines = [table] + ([f"| where run_id == {literal(run)}"] if run else [])
+    for column, value in (("namespace", namespace), ("cluster", cluster)):
+        if value:
+            lines.append(f"| where {column} == {literal(value)}")
+    lines += ["| summarize arg_max(observed_at, *) by cluster, namespace, durable_id, observation_id",
+              "| order by observed_at desc", f"| take {max(1, min(limit, 1000))}"]
+    return "\n".join(lines)
+
+
+def run_pods_regex(run: str) -> str:
+    """The names of a run's pods: a Job's ``<run>-[<index>-]<suffix>``, a RayJob's cluster pods
+    ``<run>-<suffix>-head-<suffix>`` / ``<run>-<suffix>-<group>-worker-<suffix>`` (not another run's pods that
+    merely share the prefix, such as ``<run>-2-...``'s)."""
+    import re
+
+    return rf"^{re.escape(run)}-(([0-9]+-)?[a-z0-9]{{5}}|[a-z0-9]{{5}}-(head|[a-z0-9-]+-worker)-[a-z0-9]{{5}})$"
+
+
+def container_logs_query(*, cluster: str, namespace: str, run: str, container: str = "", tail: int | None = 200,
+                         table: str = CONTAINER_LOGS_TABLE) -> str:
+    """The log lines of the pods of ``run`` (named ``<run>-...``), newest ``tail`` (all when ``None``) first."""
+    lines = [table]
+    lines += [f"| extend {name} = tostring({column}.{key})" for name, column, key in CONTAINER_LOG_FIELDS]
+    lines += [f"| where Cluster == {literal(cluster)}", f"| where Namespace == {literal(namespace)}",
+              f"| where Pod startswith {literal(run + '-')}",
+              f"| where Pod matches regex {literal(run_pods_regex(run))}"]
+    if container:
+        lines.append(f"| where Container == {literal(container)}")
+    lines += ["| project Timestamp, Cluster, Namespace, Pod, Container, Message", "| order by Timestamp desc"]
+    if tail is not None:
+        lines.append(f"| take {tail}")
+    return "\n".join(lines)

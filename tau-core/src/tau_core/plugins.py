@@ -42,6 +42,7 @@ FAMILIES: dict[str, str] = {
     "telemetry_sinks": "tau_register_telemetry_sinks",
     "gpu_class_rules": "tau_register_gpu_class_rules",
     "execution_backends": "tau_register_execution_backends",
+    "history_sources": "tau_register_history_sources",
 }
 RENDER_KINDS = ("Job", "RayJob", "RayService", "Deployment")
 RESOLVER_KINDS = ("project", "workspace-connection", "workspace-defaults", "workload-profile", "reference")

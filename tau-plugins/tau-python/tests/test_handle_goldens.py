@@ -50,7 +50,7 @@ def test_serve_handle_golden(handles: dict[str, Any]) -> None:
                        import_path="serve_app:app", env={"MODEL_DIR": "/models",
                                                          "API_KEY": tau.secret_ref("serve-keys", "api")},
                        runtime_pip=["vllm"], port=8000, namespace="ray")
-    doc = {"spec": handle.spec(), "argv": handle.deploy_args(dry_run="client")}
+    doc: dict[str, Any] = {"spec": handle.spec(), "argv": handle.deploy_args(dry_run="client")}
     _check("serve.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     assert doc["argv"][:3] == ["serve", "deploy", "sdk-serve"]
     assert ["--from-finetune", "sdk-train"] == doc["argv"][7:9]

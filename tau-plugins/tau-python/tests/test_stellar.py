@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tau import stellar
 
 
-def _rows(path: Path) -> list[dict[str, object]]:
+def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -151,3 +153,34 @@ def test_buffered_rows_land_when_the_process_dies_without_finish(repo: Path, tmp
     if in_job:  # the closed chunks the offload sidecar ships hold every row too
         chunks = sorted((tmp_path / "output" / "stellar").glob(stellar.HISTORY_GLOB.split("/", 1)[1]))
         assert [r["_step"] for c in chunks for r in _rows(c)] == list(range(3000))
+
+
+JOB_WITHOUT_PORTAL = """\
+import importlib.abc, sys
+
+class NotInTheImage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("polars", "pyarrow", "taugrid_portal"):
+            raise ImportError(f"{name} is not installed in this training image")
+        return None
+
+sys.meta_path.insert(0, NotInTheImage())
+from tau import stellar
+
+run = stellar.init(project="p", run="slim")
+for step in range(5):
+    stellar.log({"loss": 1.0 / (step + 1)}, step=step)
+print(run.finish()["recorded"])
+"""
+
+
+def test_a_training_image_needs_neither_polars_nor_the_portal(repo: Path, tmp_path: Path) -> None:
+    """Inside a cluster job the SDK writes history chunks with the standard library only."""
+    out = tmp_path / "output"
+    env = {**os.environ, "TAU_CLUSTER_JOB": "1", "TAU_OUTPUT_DIR": str(out)}
+    proc = subprocess.run([sys.executable, "-c", JOB_WITHOUT_PORTAL], capture_output=True, text=True, env=env,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0"
+    chunks = sorted((out / "stellar").glob(stellar.HISTORY_GLOB.split("/", 1)[1]))
+    assert [r["_step"] for c in chunks for r in _rows(c)] == list(range(5))

@@ -21,6 +21,7 @@ from tau_core.errors import UsageError
 from tau_core.output import info, render_table, to_json
 from taugrid_portal import __version__
 from taugrid_portal.cliutil import PROG, emit_rows, field_table, json_flag, open_store, store_option
+from taugrid_portal.kusto_status import kusto_table, search_from, source_options, status_from
 from taugrid_portal.offload_cli import SUBGROUPS
 
 LAZY_STELLAR = ("stellar", "serve", "open")
@@ -445,10 +446,11 @@ SEARCH_COLS = ["run_id", "lifecycle_state", "successful", "state", "project", "r
               show_default=True)
 @json_flag
 @store_option
+@source_options
 def search_cmd(q: str | None, target: str | None, project: str | None, group: str | None, state: str | None,
                lifecycle: str | None, tags: tuple[str, ...], metric_names: tuple[str, ...],
                metric_filters: tuple[str, ...], since: str | None, min_step: str | None, limit: int, output: str,
-               as_json: bool, store: str | None) -> None:
+               as_json: bool, store: str | None, source: str, kusto_endpoint: str | None, kusto_database: str) -> None:
     """Search runs (alias: runs).
 
     \b
@@ -456,20 +458,11 @@ def search_cmd(q: str | None, target: str | None, project: str | None, group: st
       taugrid-portal experiment search -q resnet --since 7d
       taugrid-portal experiment search --metric-filter 'loss@min<0.5' --lifecycle succeeded -o csv
       taugrid-portal experiment runs --tag dataset=imagenet -o jsonl
+      taugrid-portal experiment search --project vision --source kusto --kusto-endpoint https://adx...
     """
-    from taugrid_portal.store.search import parse_tags, search_runs
-
-    min_step_value = None
-    if min_step is not None:
-        try:
-            min_step_value = int(min_step)
-        except ValueError:
-            raise UsageError("--min-step must be an integer") from None
-    s = open_store(store)
-    with s:
-        doc = search_runs(s, q=q, target=target, project=project, group=group, state=state, lifecycle=lifecycle,
-                          tags=parse_tags(tags), metric_names=metric_names, metric_filters=metric_filters,
-                          since=since, min_step=min_step_value, limit=limit)
+    doc = search_from(source, store, kusto_endpoint, kusto_database, q=q, target=target, project=project,
+                      group=group, state=state, lifecycle=lifecycle, tags=tags, metric_names=metric_names,
+                      metric_filters=metric_filters, since=since, min_step=min_step, limit=limit)
     output = _fmt(output, as_json)
     emit_rows(doc["runs"], SEARCH_COLS, output, document=doc, empty="(no matching runs)")
     if output == "table" and doc["truncated"]:
@@ -482,20 +475,19 @@ def search_cmd(q: str | None, target: str | None, project: str | None, group: st
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @json_flag
 @store_option
-def status_cmd(name: str, output: str, as_json: bool, store: str | None) -> None:
+@source_options
+def status_cmd(name: str, output: str, as_json: bool, store: str | None, source: str, kusto_endpoint: str | None,
+               kusto_database: str) -> None:
     """Show the evidence and lifecycle of a run group, run or experiment.
 
     \b
     Example:
       taugrid-portal experiment status resnet-sweep -o json
+      taugrid-portal experiment status train-7f2c --source kusto --kusto-endpoint https://adx...
     """
-    from taugrid_portal.analysis import status
-
-    s = open_store(store)
-    with s:
-        doc = status(s, name)
-    if _fmt(output, as_json) == "json":
-        click.echo(to_json(doc))
+    doc = status_from(name, store, source, kusto_endpoint, kusto_database)
+    if _fmt(output, as_json) == "json" or doc["source"] == "kusto":
+        click.echo(to_json(doc) if _fmt(output, as_json) == "json" else kusto_table(doc))
         return
     click.echo(render_table(
         [[doc["target"], doc["target_type"], doc["runs"], doc["groups"], doc["configs"], doc["metric_files"],

@@ -5,10 +5,15 @@ app.kubernetes.io/part-of: {{ .Values.partOf }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* image: repository:tag, the tag defaulting to the chart's appVersion. Call with (list $ .image). */}}
+{{/* image: repository@digest when a digest is set (release values), else repository:tag, the tag defaulting to
+    the chart's appVersion. Call with (list $ .image). */}}
 {{- define "tgc.image" -}}
 {{- $root := index . 0 -}}{{- $img := index . 1 -}}
+{{- if $img.digest -}}
+{{ $img.repository }}@{{ $img.digest }}
+{{- else -}}
 {{ $img.repository }}:{{ $img.tag | default $root.Chart.AppVersion }}
+{{- end -}}
 {{- end -}}
 
 {{- define "tgc.restricted" -}}

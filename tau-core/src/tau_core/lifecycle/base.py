@@ -145,6 +145,11 @@ class LogOptions:
     #: Output directory and PVC of a run whose workload is gone, to read its archived ``logs/`` (tau logs --path/--pvc)
     archive_path: str | None = None
     archive_pvc: str | None = None
+    #: Where the platform keeps container logs (adx-mon's ``Logs.ContainerLogs``), for a run whose pods and
+    #: archive are gone (tau logs --kusto-cluster/--kusto-endpoint/--kusto-database)
+    kusto_cluster: str | None = None
+    kusto_endpoint: str | None = None
+    kusto_database: str | None = None
 
 
 @dataclass

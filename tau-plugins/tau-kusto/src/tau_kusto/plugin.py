@@ -1,4 +1,4 @@
-"""Registers the Kusto telemetry sink (import-light: the target is a string)."""
+"""Registers the Kusto telemetry sink and history source (import-light: the targets are strings)."""
 
 from tau_core.hookspecs import Register, hookimpl
 
@@ -8,3 +8,9 @@ def tau_register_telemetry_sinks(register: Register) -> None:
     register("kusto", "tau_kusto.sink:KustoSink",
              help="Ship metric points to Azure Data Explorer as typed tau.experiment.metric.v1 events "
                   "(queued ingestion, replay-safe).")
+
+
+@hookimpl
+def tau_register_history_sources(register: Register) -> None:
+    register("kusto", "tau_kusto.history:KustoHistory",
+             help="Run lifecycle, metric points and container logs read back from Azure Data Explorer.")

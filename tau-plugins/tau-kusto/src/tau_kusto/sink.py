@@ -47,6 +47,7 @@ from tau_core.exptelemetry import (
     projection_row,
     to_event,
 )
+from tau_core.history import LIFECYCLE_BATCH_PREFIX, LifecycleRow, lifecycle_batch_tag, lifecycle_json
 from tau_core.telemetry import ScalarRecord, to_record
 
 from .spool import Batch, Spool
@@ -111,13 +112,14 @@ class KustoSink:
     def __init__(self, endpoint: str = "", *, database: str = DEFAULT_DATABASE, ingest_endpoint: str = "",
                  spool: str | os.PathLike[str] | None = None, credential: Any = None, workspace_id: str = "",
                  cluster: str = "", namespace: str = "", source_store_id: str = "", projection: bool = True,
-                 **_options: Any) -> None:
+                 lifecycle_table: str = NAMES.lifecycle_table, **_options: Any) -> None:
         self.endpoint = _check_endpoint(endpoint)
         self.ingest_url = _check_endpoint(ingest_endpoint) if ingest_endpoint else ingest_endpoint_of(self.endpoint)
         self.database = database
         self.context = EventContext(workspace_id=workspace_id, cluster=cluster, namespace=namespace,
                                     source_store_id=source_store_id)
         self.projection = projection
+        self.lifecycle_table = lifecycle_table
         self.spool = Spool(spool)
         self._credential = credential
         self._client: Any = None
@@ -153,6 +155,16 @@ class KustoSink:
         self.spool.add(tag, ndjson(rows), rows)
         return {"events": len(events), "tag": tag, **self.flush()}
 
+    def write_lifecycle(self, rows: Iterable[LifecycleRow]) -> dict[str, Any]:
+        """Spool one batch of lifecycle observations for ``TauExpRunLifecycle`` and send the backlog, exactly
+        like :meth:`write` (ingest-by ``tau-lifecycle-<sha256 of the sorted observation ids>``)."""
+        objs = [lifecycle_json(r) for r in rows]
+        if not objs:
+            return {"rows": 0, "tag": "", **self.flush()}
+        tag = lifecycle_batch_tag([str(o["observation_id"]) for o in objs])
+        self.spool.add(tag, ndjson(objs), objs)
+        return {"rows": len(objs), "tag": tag, **self.flush()}
+
     # -- delivery -------------------------------------------------------------------------
     def _ingest_client(self) -> Any:
         if self._client is None:
@@ -169,7 +181,9 @@ class KustoSink:
         from azure.kusto.ingest import IngestionProperties, ReportLevel, StreamDescriptor
 
         targets = [(NAMES.events_table, NAMES.events_mapping, batch.data)]
-        if self.projection:
+        if batch.tag.startswith(LIFECYCLE_BATCH_PREFIX):
+            targets = [(self.lifecycle_table, NAMES.lifecycle_mapping, batch.data)]
+        elif self.projection:
             import json
 
             events = batch.rows if batch.rows is not None else [json.loads(x) for x in batch.data.splitlines() if x]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tau_core.cli_options import CONTEXT_SETTINGS, log_options, logs_options, print_logs
+from tau_core.cli_options import CONTEXT_SETTINGS, kusto_log_options, log_options, logs_options, print_logs
 from tau_core.output import info
 
 if TYPE_CHECKING:
@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 @click.option("--path", "archive_path", default=None,
               help="Output directory of a deleted run (with --pvc): read the logs it archived under logs/.")
 @click.option("--pvc", "archive_pvc", default=None, help="PVC holding --path.")
+@kusto_log_options
 def logs(run_name: str, follow: bool, tail: int, container: str | None, all_containers: bool, previous: bool,
          timestamps: bool, prefix: bool, namespace: str | None, workspace: str | None, context: str | None,
-         system_namespace: str | None, archive_path: str | None, archive_pvc: str | None) -> None:
+         system_namespace: str | None, archive_path: str | None, archive_pvc: str | None,
+         kusto_cluster: str | None, kusto_endpoint: str | None, kusto_database: str | None) -> None:
     """Print a run's logs, finding it across your configured workspaces.
 
     The connected workspace of the current repository is searched first, then every workspace
@@ -46,10 +48,13 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
       tau logs train-7f2c --workspace aurora
       tau logs train-7f2c --context prod -n aurora --tail -1 --timestamps
       tau logs train-7f2c -n aurora --path /data/projects/aurora/runs/train-7f2c --pvc blob-training
+      tau logs train-7f2c -n aurora --kusto-cluster aks-prod --kusto-database Logs --kusto-endpoint https://adx...
 
     Live pods come first; when they are gone (TTL, cancel, node loss) the logs the entrypoint
     wrapper archived under the run's output directory (logs/<pod>-<container>.log) are read
-    through a helper pod, and a note on stderr says so.
+    through a helper pod, and a note on stderr says so.  Last come the container logs the platform
+    kept in Kusto (adx-mon's Logs.ContainerLogs), with --kusto-cluster/--kusto-endpoint/--kusto-database
+    or the tau-log-connection ConfigMap (needs the tau-kusto plugin).
     """
     import dataclasses
 
@@ -59,7 +64,8 @@ def logs(run_name: str, follow: bool, tail: int, container: str | None, all_cont
     if (archive_path is None) != (archive_pvc is None):
         raise UsageError("pass both --path and --pvc (for a deleted run's archived logs), or neither")
     options = dataclasses.replace(log_options(follow, tail, container, all_containers, previous, timestamps, prefix),
-                                  archive_path=archive_path, archive_pvc=archive_pvc)
+                                  archive_path=archive_path, archive_pvc=archive_pvc, kusto_cluster=kusto_cluster,
+                                  kusto_endpoint=kusto_endpoint, kusto_database=kusto_database)
     check_name(run_name)
     backend, ref = _route(run_name, namespace, workspace, context, system_namespace)
     print_logs(backend, ref, options)

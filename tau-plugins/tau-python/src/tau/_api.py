@@ -5,12 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from tau._errors import TauSDKError
 from tau._workflow import EnvValue, EvalHandle, Placement, Resources, TrainHandle, repo_root
 
-Decorator = Callable[[Callable[..., Any]], Any]
+TrainDecorator = Callable[[Callable[..., Any]], TrainHandle]
+EvalDecorator = Callable[[Callable[..., Any]], EvalHandle]
 
 
 def _check_entrypoint(entrypoint: str) -> None:
@@ -37,20 +38,65 @@ def _common(name: str | None, config: Mapping[str, Any] | None, decorator: str) 
     return str(resolved)
 
 
-def _finish(make: Callable[[Callable[..., Any] | None, str | None], Any], entrypoint: str | None,
-            entry_extras: bool) -> Any:
+H = TypeVar("H", TrainHandle, EvalHandle)
+
+
+def _finish(make: Callable[[Callable[..., Any] | None, str | None], H], entrypoint: str | None,
+            entry_extras: bool) -> H | Callable[[Callable[..., Any]], H]:
     if entrypoint is not None:
         _check_entrypoint(entrypoint)
         return make(None, None)
     if entry_extras:
         raise TauSDKError("tau-py: entrypoint_* and extra_scripts require entrypoint=...")
 
-    def wrap(fn: Callable[..., Any]) -> Any:
+    def wrap(fn: Callable[..., Any]) -> H:
         module = sys.modules.get(getattr(fn, "__module__", ""), None)
         source = getattr(module, "__file__", None)
         return make(fn, source)
 
     return wrap
+
+
+@overload
+def train(name: str | None = None, *, gpus: int = 1, workers: int = 1, smoke_pairs: int = 0,
+          namespace: str | None = None, workload_kind: str = "rayjob", team: str | None = None,
+          preset: str | None = None, lane: str | None = None, queue: str | None = None,
+          gpu_class: str | None = None, gpu_resource_mode: str | None = None,
+          node_selector: Mapping[str, str] | None = None, data_pvc: str | None = None,
+          cpu_request: str | None = None, memory_request: str | None = None, cpu_limit: str | None = None,
+          memory_limit: str | None = None, worker_cpu_request: str | None = None,
+          worker_memory_request: str | None = None, worker_cpu_limit: str | None = None,
+          worker_memory_limit: str | None = None, checkpoint_artifact: str | None = None,
+          model: str | None = None, base_model: str | None = None, task: str | None = None,
+          tags: Sequence[str] | None = None, primary_metric: str | None = None,
+          metric_direction: str | None = None, config: Mapping[str, Any] | None = None,
+          runtime_pip: Sequence[str] | None = None, env: Mapping[str, EnvValue] | None = None,
+          mounts: Sequence[Mapping[str, Any]] | None = None, extra_manifest: Mapping[str, Any] | None = None,
+          entrypoint: str, entrypoint_args: Sequence[Any] | None = None,
+          entrypoint_kwargs: Mapping[str, Any] | None = None, entrypoint_pass_ctx: bool = True,
+          extra_scripts: Sequence[str] | None = None, profiler: str | None = None,
+          profile_rank: int | str = 0, profile_duration: str | None = None) -> TrainHandle: ...
+
+
+@overload
+def train(name: str | None = None, *, gpus: int = 1, workers: int = 1, smoke_pairs: int = 0,
+          namespace: str | None = None, workload_kind: str = "rayjob", team: str | None = None,
+          preset: str | None = None, lane: str | None = None, queue: str | None = None,
+          gpu_class: str | None = None, gpu_resource_mode: str | None = None,
+          node_selector: Mapping[str, str] | None = None, data_pvc: str | None = None,
+          cpu_request: str | None = None, memory_request: str | None = None, cpu_limit: str | None = None,
+          memory_limit: str | None = None, worker_cpu_request: str | None = None,
+          worker_memory_request: str | None = None, worker_cpu_limit: str | None = None,
+          worker_memory_limit: str | None = None, checkpoint_artifact: str | None = None,
+          model: str | None = None, base_model: str | None = None, task: str | None = None,
+          tags: Sequence[str] | None = None, primary_metric: str | None = None,
+          metric_direction: str | None = None, config: Mapping[str, Any] | None = None,
+          runtime_pip: Sequence[str] | None = None, env: Mapping[str, EnvValue] | None = None,
+          mounts: Sequence[Mapping[str, Any]] | None = None, extra_manifest: Mapping[str, Any] | None = None,
+          entrypoint: None = None, entrypoint_args: Sequence[Any] | None = None,
+          entrypoint_kwargs: Mapping[str, Any] | None = None, entrypoint_pass_ctx: bool = True,
+          extra_scripts: Sequence[str] | None = None, profiler: str | None = None,
+          profile_rank: int | str = 0, profile_duration: str | None = None) -> TrainDecorator: ...
 
 
 def train(name: str | None = None, *, gpus: int = 1, workers: int = 1, smoke_pairs: int = 0,
@@ -70,7 +116,7 @@ def train(name: str | None = None, *, gpus: int = 1, workers: int = 1, smoke_pai
           entrypoint: str | None = None, entrypoint_args: Sequence[Any] | None = None,
           entrypoint_kwargs: Mapping[str, Any] | None = None, entrypoint_pass_ctx: bool = True,
           extra_scripts: Sequence[str] | None = None, profiler: str | None = None,
-          profile_rank: int | str = 0, profile_duration: str | None = None) -> Any:
+          profile_rank: int | str = 0, profile_duration: str | None = None) -> TrainHandle | TrainDecorator:
     """Turn a function into a train workload (a managed RayJob); see the package docs for every parameter.
 
     With ``entrypoint="path.py:function"`` the call returns the handle directly.
@@ -114,6 +160,7 @@ def train(name: str | None = None, *, gpus: int = 1, workers: int = 1, smoke_pai
     return _finish(make, entrypoint, extras)
 
 
+@overload
 def eval(name: str | None = None, *, after: str | None = None, gpus: int = 1, cpu_workers: int = 1,
          gpu_class: str | None = None, gpu_resource_mode: str | None = None,
          node_selector: Mapping[str, str] | None = None, data_pvc: str | None = None,
@@ -124,7 +171,34 @@ def eval(name: str | None = None, *, after: str | None = None, gpus: int = 1, cp
          preset: str | None = None, queue: str | None = None, runtime_pip: Sequence[str] | None = None,
          env: Mapping[str, EnvValue] | None = None, mounts: Sequence[Mapping[str, Any]] | None = None,
          extra_manifest: Mapping[str, Any] | None = None, config: Mapping[str, Any] | None = None,
-         entrypoint: str | None = None) -> Any:
+         entrypoint: str) -> EvalHandle: ...
+
+
+@overload
+def eval(name: str | None = None, *, after: str | None = None, gpus: int = 1, cpu_workers: int = 1,
+         gpu_class: str | None = None, gpu_resource_mode: str | None = None,
+         node_selector: Mapping[str, str] | None = None, data_pvc: str | None = None,
+         cpu_request: str | None = None, memory_request: str | None = None, cpu_limit: str | None = None,
+         memory_limit: str | None = None, worker_cpu_request: str | None = None,
+         worker_memory_request: str | None = None, worker_cpu_limit: str | None = None,
+         worker_memory_limit: str | None = None, namespace: str | None = None, team: str | None = None,
+         preset: str | None = None, queue: str | None = None, runtime_pip: Sequence[str] | None = None,
+         env: Mapping[str, EnvValue] | None = None, mounts: Sequence[Mapping[str, Any]] | None = None,
+         extra_manifest: Mapping[str, Any] | None = None, config: Mapping[str, Any] | None = None,
+         entrypoint: None = None) -> EvalDecorator: ...
+
+
+def eval(name: str | None = None, *, after: str | None = None, gpus: int = 1, cpu_workers: int = 1,
+         gpu_class: str | None = None, gpu_resource_mode: str | None = None,
+         node_selector: Mapping[str, str] | None = None, data_pvc: str | None = None,
+         cpu_request: str | None = None, memory_request: str | None = None, cpu_limit: str | None = None,
+         memory_limit: str | None = None, worker_cpu_request: str | None = None,
+         worker_memory_request: str | None = None, worker_cpu_limit: str | None = None,
+         worker_memory_limit: str | None = None, namespace: str | None = None, team: str | None = None,
+         preset: str | None = None, queue: str | None = None, runtime_pip: Sequence[str] | None = None,
+         env: Mapping[str, EnvValue] | None = None, mounts: Sequence[Mapping[str, Any]] | None = None,
+         extra_manifest: Mapping[str, Any] | None = None, config: Mapping[str, Any] | None = None,
+         entrypoint: str | None = None) -> EvalHandle | EvalDecorator:
     """Turn a function into an eval workload: one GPU actor plus ``cpu_workers`` CPU workers (lane eval)."""
     cfg = dict(config or {})
     resolved = _common(name, cfg, "@tau.eval")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tau._errors import TauSDKError
+from tau._errors import TauCLIError, TauSDKError
 from tau._secrets import SecretRef, SecretSource
 from tau._workflow import TrainHandle
+
+if TYPE_CHECKING:
+    from tau._submit import SubmitOutcome
 
 KINDS = ("rayservice", "deployment")
 SOURCES = ("from_finetune", "checkpoint_ref", "from_model", "model_ref", "checkpoint")
@@ -56,7 +59,9 @@ class ServeHandle:
         doc.update({k: v for k, v in optional.items() if v is not None})
         return doc
 
-    def deploy_args(self, *, dry_run: str | None = None, context: str | None = None) -> list[str]:
+    def deploy_args(self, *, dry_run: str | None = None, context: str | None = None,
+                    namespace: str | None = None, workload_profile_snapshot: str | None = None) -> list[str]:
+        """The ``tau serve deploy`` command line of this handle (what :meth:`submit` runs)."""
         argv = ["serve", "deploy", self.name, "--kind", self.kind, "--profile", self.profile]
         if self.source:
             argv += [f"--{self.source[0].replace('_', '-')}", self.source[1]]
@@ -70,6 +75,24 @@ class ServeHandle:
             argv += ["--volume", v]
         for m in self.mounts:
             argv += ["--mount", m]
+        argv += self._env_args()
+        for pkg in self.runtime_pip:
+            argv += ["--runtime-pip", pkg]
+        for a in self.args:  # literal words: never whitespace-split again
+            argv += ["--arg", a]
+        ns = namespace or self.namespace
+        if ns:
+            argv += ["-n", ns]
+        if dry_run:
+            argv.append(f"--dry-run={dry_run}")
+        if context:
+            argv += ["--context", context]
+        if workload_profile_snapshot:
+            argv += ["--workload-profile-snapshot", workload_profile_snapshot]
+        return argv
+
+    def _env_args(self) -> list[str]:
+        argv: list[str] = []
         for key, value in sorted(self.env.items()):
             if isinstance(value, SecretRef):
                 argv += ["--env-secret", f"{key}={value.name}:{value.key}"]
@@ -78,25 +101,31 @@ class ServeHandle:
                                   "inline secret values are for train/eval workloads")
             else:
                 argv += ["--env", f"{key}={value}"]
-        for pkg in self.runtime_pip:
-            argv += ["--runtime-pip", pkg]
-        for a in self.args:
-            argv += ["--args", a]
-        if self.namespace:
-            argv += ["-n", self.namespace]
-        if dry_run:
-            argv.append(f"--dry-run={dry_run}")
-        if context:
-            argv += ["--context", context]
         return argv
 
-    def submit(self, *, dry_run: str | None = None, context: str | None = None, capture: bool = False) -> Any:
-        from tau._errors import TauCLIError
-        from tau._submit import SubmitOutcome, run_tau
+    def submit(self, *, dry_run: str | None = None, context: str | None = None, namespace: str | None = None,
+               capture: bool = False, workload_profile_snapshot: str | None = None) -> SubmitOutcome:
+        """Deploy with ``tau serve deploy``, in-process through the ``serve`` command root that tau-serve
+        registers in tau_core's root registry (``TAU_BINARY`` selects another environment's CLI).
 
-        code, out, err = run_tau(self.deploy_args(dry_run=dry_run, context=context), capture=capture)
+        ``dry_run``: ``"client"`` prints the rendered objects (secret references redacted), ``"server"``
+        validates them on the API server.  ``namespace`` overrides the handle's.  An offline client
+        dry-run reads the profiles from ``workload_profile_snapshot`` (``tau cluster profiles export``).
+        Returns a :class:`tau._submit.SubmitOutcome`; a failing CLI raises :class:`TauCLIError` with its
+        exit code (2 for a usage error).
+        """
+        from tau._submit import SubmitOutcome, cli_reason, refuse_inside_job, require_root, run_tau
+
+        refuse_inside_job()
+        if dry_run not in (None, "client", "server"):
+            raise TauSDKError(f"tau-py: dry_run must be 'client' or 'server' (got {dry_run!r})")
+        argv = self.deploy_args(dry_run=dry_run, context=context, namespace=namespace,
+                                workload_profile_snapshot=workload_profile_snapshot)
+        require_root("serve", "tau-serve")
+        code, out, err = run_tau(argv, capture=capture, stamp_argv=True)
         if code != 0:
-            raise TauCLIError(f"tau-py: tau serve deploy failed for {self.name!r} (exit={code})", code)
+            raise TauCLIError(f"tau-py: tau serve deploy failed for {self.name!r} (exit={code})" + cli_reason(err),
+                              code)
         return SubmitOutcome(code, out, err, self.name)
 
     deploy = submit
@@ -117,6 +146,12 @@ def serve(name: str, profile: str, *, from_finetune: TrainHandle | str | None = 
         raise TauSDKError(f"tau-py: tau.serve kind must be one of {', '.join(KINDS)} (got {kind!r})")
     if runtime_pip and kind != "rayservice":
         raise TauSDKError("tau-py: tau.serve runtime_pip applies to kind='rayservice' only")
+    if profiles_dir is not None:
+        raise TauSDKError("tau-py: tau.serve profiles_dir is not supported: serving profiles come from the "
+                          "TauCluster's published set; for an offline client dry-run pass "
+                          ".submit(dry_run='client', workload_profile_snapshot=FILE) (tau cluster profiles export)")
+    if args and kind != "deployment":
+        raise TauSDKError("tau-py: tau.serve args applies to kind='deployment' only; a RayService runs import_path")
     finetune = from_finetune.name if isinstance(from_finetune, TrainHandle) else from_finetune
     given = [(k, v) for k, v in zip(SOURCES, (finetune, checkpoint_ref, from_model, model_ref, checkpoint),
                                     strict=True) if v]

@@ -9,12 +9,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau._ctx import Ctx
 from tau._errors import TauSDKError
 from tau._secrets import SecretRef, SecretSource
-from tau_core.keys import ENV_CLUSTER_JOB as CLUSTER_JOB_ENV
+
+if TYPE_CHECKING:
+    from tau._submit import SubmitOutcome
 
 RESERVED_KEYS = ("schema_version", "name", "compute", "eval", "entrypoint")
 DEFAULT_NAMESPACE = "ray"
@@ -242,12 +244,11 @@ class WorkloadHandle(abc.ABC):
 
     # -- submission --------------------------------------------------------------------------------
     def submit(self, *, dry_run: str | None = None, context: str | None = None, namespace: str | None = None,
-               upstream_checkpoint: str | None = None, capture: bool = False) -> Any:
+               upstream_checkpoint: str | None = None, capture: bool = False) -> SubmitOutcome:
         """Submit to the cluster through the tau CLI, in-process (``TAU_BINARY`` selects another CLI)."""
-        if os.environ.get(CLUSTER_JOB_ENV):
-            raise TauSDKError("tau-py: refusing to .submit() from inside what looks like a cluster-submitted job "
-                              f"({CLUSTER_JOB_ENV} is set)")
-        from tau._submit import submit_handle
+        from tau._submit import refuse_inside_job, submit_handle
+
+        refuse_inside_job()
 
         return submit_handle(self, dry_run=dry_run, context=context, namespace=namespace,
                              upstream_checkpoint=upstream_checkpoint, capture=capture)
@@ -312,7 +313,7 @@ class EvalHandle(WorkloadHandle):
         return doc
 
     def submit(self, *, dry_run: str | None = None, context: str | None = None, namespace: str | None = None,
-               upstream_checkpoint: str | None = None, capture: bool = False) -> Any:
+               upstream_checkpoint: str | None = None, capture: bool = False) -> SubmitOutcome:
         if not upstream_checkpoint or not str(upstream_checkpoint).startswith("/"):
             raise TauSDKError("tau-py: @tau.eval .submit() requires upstream_checkpoint= (an absolute in-pod path "
                               "such as /data/checkpoints/finetunes/my-train/artifacts/<checkpoint_artifact>)")

@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from tau_core.keys import ENV_CLUSTER_JOB as CLUSTER_JOB_ENV
-from tau_core.keys import STELLAR_HISTORY_GLOB as HISTORY_GLOB
+from tau_core.keys import STELLAR_HISTORY_GLOB
 from tau_core.telemetry import RUN_STATUS_METRIC
 
+HISTORY_GLOB: str = STELLAR_HISTORY_GLOB
 CHUNK_DIR, CHUNK_PATTERN = HISTORY_GLOB.split("/")
 
 FLUSH_ROWS = 65536

@@ -21,6 +21,7 @@ OWN_VERBS: dict[str, tuple[str, str, str]] = {
     "validate": ("tau_run.config_cli", "validate", "Check a run config offline and report every problem."),
     "schema": ("tau_run.config_cli", "schema", "Print the JSON Schema of the run config."),
     "explain-config": ("tau_run.config_cli", "explain_config", "Print the run config field reference (Markdown)."),
+    "history": ("tau_run.history_cli", "history", "Durable run history: the in-cluster lifecycle recorder."),
 }
 LIFECYCLE_MODULE = "tau_run.lifecycle_cli"
 LIFECYCLE_VERBS: dict[str, str] = {

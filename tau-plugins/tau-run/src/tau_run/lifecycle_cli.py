@@ -239,9 +239,14 @@ def _parse_interval(value: str) -> float:
 @click.option("--diagnostic-hints", is_flag=True, help="Print correctly scoped kubectl top/logs/exec commands.")
 @click.option("--run-profile", is_flag=True, help="Add queue/runtime evidence (GPU telemetry when available).")
 @click.option("-o", "--output", default="table", show_default=True, help="table or json.")
+@click.option("--kusto-endpoint", default=None,
+              help="ADX endpoint of the recorded run history (for a run whose objects are gone).")
+@click.option("--kusto-database", default="Metrics", show_default=True, help="ADX database of TauExpRunLifecycle.")
+@click.option("--kusto-cluster", default=None, help="Cluster value the lifecycle recorder writes (narrows the search).")
 def status(name: str, namespace: str | None, workspace: str | None, context: str | None,
            system_namespace: str | None, project: str | None, watch: bool, interval: str, max_iterations: int,
-           diagnostic_hints: bool, run_profile: bool, output: str) -> None:
+           diagnostic_hints: bool, run_profile: bool, output: str, kusto_endpoint: str | None, kusto_database: str,
+           kusto_cluster: str | None) -> None:
     """Show the run's lifecycle: the startup phase tree from submission to readiness.
 
     Read the phases top to bottom; the first one that is not done is the layer to investigate.
@@ -252,6 +257,10 @@ def status(name: str, namespace: str | None, workspace: str | None, context: str
       tau run status train-7f2c --watch
       tau run status train-7f2c --diagnostic-hints
       tau run status train-7f2c -o json
+      tau run status train-7f2c --kusto-endpoint https://adx.westeurope.kusto.windows.net
+
+    For a run whose Job or RayJob is gone, --kusto-endpoint reads the lifecycle the recorder
+    (tau run history record) kept: every attempt and its transitions.
     """
     from tau_core.backends.targeting import check_name
 
@@ -271,6 +280,9 @@ def status(name: str, namespace: str | None, workspace: str | None, context: str
     backend, ref = _dispatch(name, namespace, workspace, context, system_namespace, project)
     if not watch:
         st = backend.status(ref, run_profile=run_profile)
+        if not st.extra.exists and kusto_endpoint:
+            _recorded(st.ref.name, st.ref.namespace or "", kusto_endpoint, kusto_database, kusto_cluster, output)
+            return
         if output == "json":
             emit(status_doc(st), "json")
         else:
@@ -279,6 +291,22 @@ def status(name: str, namespace: str | None, workspace: str | None, context: str
             sys.exit(1)
         return
     _watch(backend, ref, seconds, max_iterations, run_profile)
+
+
+def _recorded(name: str, namespace: str, endpoint: str, database: str, cluster: str | None, output: str) -> None:
+    """A deleted run: its recorded lifecycle (exit 1 when nothing was recorded either)."""
+    from tau_core.backends.kubernetes.history_logs import check_endpoint
+
+    from .history_status import history_doc, history_text, recorded_run
+
+    run = recorded_run(name, namespace, endpoint=check_endpoint(endpoint), database=database, cluster=cluster or "")
+    if not run.attempts:
+        raise TauError(f"no Job or RayJob named \"{name}\" in namespace {namespace}, and no recorded history in "
+                       f"{run.where}", hint="check the name with `tau run list`")
+    if output == "json":
+        emit(history_doc(run), "json")
+    else:
+        click.echo(history_text(run))
 
 
 def _watch(backend: ExecutionBackend, ref: RunRef, interval: float, max_iterations: int,
@@ -493,7 +521,11 @@ def resume(name: str, config: str, namespace: str | None, workspace: str | None,
     found = local_run(name)
     if found is not None:
         local_backend, local_ref = found
-        local_resolution = resolve_run(RunOptions(target=name, config=config, local=True, dry_run=None,
+        from tau_core.backends.local.registry import find_run
+
+        run_dir = find_run(local_ref.name, exact=True)  # the config resolves under the run's target, not its id
+        target_name = str((run_dir.read().get("name") if run_dir else None) or name)
+        local_resolution = resolve_run(RunOptions(target=target_name, config=config, local=True, dry_run=None,
                                                   argv=["tau", "run", "resume", name, "--config", config]))
         lreq = local_resolution.request
         local_request = SubmitRequest(name=lreq.name, config=lreq.config, objects=[], context=lreq.context,

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from taugrid_portal.portal import boards, runs
 from taugrid_portal.portal.cache import WatchCache
 from taugrid_portal.portal.directory import Scope
+from taugrid_portal.portal.history import durable_runs
 from taugrid_portal.portal.scoping import authorized, redirect_url, viewer
 from taugrid_portal.portal.state import (
     JOBS_DISABLED,
@@ -91,7 +92,9 @@ def make_routes(state: PortalState) -> list[Any]:
         external = request.query_params.get("include-external") in ("1", "true")
         return respond(state, request, "runs", runs.RUN_KEYS,
                        lambda scope, cache: runs.runs_board(cache, scope, include_external=external,
-                                                     history=state.config.run_history.enabled),
+                                                     history=state.config.run_history.enabled,
+                                                     durable=durable_runs(state.config, scope.namespace,
+                                                                          scope.cluster)),
                        lambda d: not d["runs"])
 
     async def overview(request: Request) -> Response:

@@ -14,6 +14,7 @@ from tau_core import keys
 from tau_core.status_tree import Snapshot, phases, terminal_state
 from taugrid_portal.portal.cache import Obj, WatchCache
 from taugrid_portal.portal.directory import Scope
+from taugrid_portal.portal.history import DurableRuns, durable_row
 
 RUN_KEYS = ("jobs", "rayjobs")
 DETAIL_KEYS = ("jobs", "rayjobs", "pods", "workloads")
@@ -95,8 +96,9 @@ HISTORY_UNAVAILABLE = "durable run history is not available in this build; showi
 
 
 def runs_board(cache: WatchCache, scope: Scope, *, include_external: bool = False,
-               history: bool = False) -> dict[str, Any]:
-    """The live runs; with ``history`` (``--run-history-enabled``) the board says the durable tier is missing."""
+               history: bool = False, durable: DurableRuns | None = None) -> dict[str, Any]:
+    """The live runs, merged with ``durable`` (the recorded runs, :mod:`.history`) when that is available;
+    with ``history`` and no durable tier the board says it is missing."""
     now = datetime.now(UTC)
     ns = scope.namespace
     rows: list[dict[str, Any]] = []
@@ -113,10 +115,19 @@ def runs_board(cache: WatchCache, scope: Scope, *, include_external: bool = Fals
                     (meta.get("labels") or {}).get(keys.KUEUE_QUEUE_NAME) not in (scope.local_queue, None):
                 continue
             rows.append(run_row(obj, kind, scope.cluster, now))
+    if durable is not None and durable.state == "available":
+        by_uid = {r.resource_uid: r for r in durable.latest if r.resource_uid}
+        for row in rows:
+            if row["resourceUid"] in by_uid:
+                row["durableId"] = by_uid.pop(row["resourceUid"]).durable_id
+        rows += [durable_row(r) for r in by_uid.values() if not ns or r.namespace == ns]
     rows.sort(key=lambda r: (r["created"], r["namespace"], r["name"]), reverse=True)
-    return {"namespace": ns, "total": len(rows), "runs": rows,
-            "historyState": "history-unavailable" if history else "live-only",
-            "historyDiagnostic": HISTORY_UNAVAILABLE if history else ""}
+    if durable is not None and durable.state != "live-only":
+        state, diagnostic = durable.state, durable.diagnostic
+    else:
+        state, diagnostic = ("history-unavailable", HISTORY_UNAVAILABLE) if history else ("live-only", "")
+    return {"namespace": ns, "total": len(rows), "runs": rows, "historyState": state,
+            "historyDiagnostic": diagnostic}
 
 
 def snapshot(cache: WatchCache, ns: str, name: str) -> Snapshot:

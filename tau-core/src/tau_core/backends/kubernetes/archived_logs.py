@@ -2,8 +2,8 @@
 run's output directory, read back through the same short-lived helper pod as ``tau run get``.
 
 ``tau logs`` prefers the live pods; when they are gone (TTL, cancel, node loss) it reads these archives, and
-says so; after that comes the run-history seam (:meth:`ArchivedLogs._history_logs`, where a Kusto-backed
-history source plugs in), which today only explains what is missing.
+says so; after that come the container logs the platform kept in Kusto (:mod:`.history_logs`, through the
+``kusto`` history source), when a connection is given or configured.
 """
 
 from __future__ import annotations
@@ -41,14 +41,23 @@ class ArchivedLogs(Artifacts):
 
     async def _history_logs(self, session: KubeSession, ns: str, name: str, options: LogOptions, emit: Emit,
                             cause: NotFoundError) -> None:
-        """The seam for durable run history (container logs kept by the platform, e.g. in Kusto): nothing is
-        registered here yet, so the original error stands, with where to look next."""
+        """Durable run history: the container logs the platform kept in Kusto (:mod:`.history_logs`), when a
+        connection is given or configured; else the original error, with where to look next."""
+        from .history_logs import FLAGS_HINT, kusto_logs, log_connection
+
+        conn = await log_connection(session, self.sys_namespace, options)
+        if conn.complete:
+            await kusto_logs(conn, ns, name, options, emit, self._say)
+            return
         hint = cause.hint or ""
         if options.archive_path is None:
             hint = (f"{hint}; " if hint else "") + (
                 "if the run wrote to a PVC, pass --path <its storage.output> and --pvc <claim> to read the logs "
                 f"it archived under {keys.LOGS_DIR}/")
-        raise NotFoundError(cause.message, hint=hint or None)
+        if conn.any:
+            raise NotFoundError(cause.message, hint=f"historical log connection is incomplete; {FLAGS_HINT}")
+        hint += f"; for the logs kept in Kusto, {FLAGS_HINT}"
+        raise NotFoundError(cause.message, hint=hint)
 
     async def _archived_logs(self, session: KubeSession, ns: str, name: str, root: str, pvc: str,
                              options: LogOptions, emit: Emit) -> bool:

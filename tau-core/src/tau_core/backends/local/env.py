@@ -190,14 +190,15 @@ def _history(config: Mapping[str, Any]) -> list[str]:
 
 
 def _ray_plan(request: SubmitRequest, config: Mapping[str, Any], cfg_dir: Path, entry: Path,
-              engine: str) -> dict[str, Any] | None:
+              engine: str, env: Mapping[str, str]) -> dict[str, Any] | None:
     if engine != "rayjob":
         return None
     from tau_core.backends.local import ray as local_ray
 
     return local_ray.plan_ray(lambda field: get(config, field), target=str(request.name or "run"),
                               python=sys.executable or "python3", cwd=_working_dir(config, cfg_dir, engine),
-                              argv=_argv(config, entry, engine), entry=entry)
+                              argv=_argv(config, entry, engine), entry=entry,
+                              address=local_ray.external_address(env))
 
 
 def _local_entrypoint(config: Mapping[str, Any], cfg_dir: Path, engine: str) -> Path:
@@ -307,6 +308,6 @@ def build_plan(request: SubmitRequest, run_id: str, env: Mapping[str, str] | Non
         "staging_root": str(paths.hot_root(env) / "tau-output" / run_id),
         "history": _history(config),
         "experiment": experiment,
-        "ray": _ray_plan(request, config, cfg_dir, entry, engine),
+        "ray": _ray_plan(request, config, cfg_dir, entry, engine, env),
         "retry": _retry_plan(config),
     }

@@ -17,6 +17,10 @@ One Ray head per run, owned by the run's supervisor:
 * the head advertises the logical CPUs the run asks for (head + workers), oversubscribing a small
   machine with a note, and no GPUs unless the machine has them.
 
+With ``TAU_LOCAL_RAY_ADDRESS`` set (the Jobs API URL of a head that is already running, e.g. one started
+with ``ray start --head`` for a working session), no head is started: every run submits to that head and
+leaves it running.  Its token, if it wants one, comes from Ray's own ``RAY_AUTH_TOKEN``/``RAY_AUTH_TOKEN_PATH``.
+
 The job itself is submitted through the Jobs API by :mod:`tau_core.backends.local.ray_job`.
 """
 
@@ -46,21 +50,53 @@ HEAD_LOG = "ray-head.log"
 #: in the environment of every process of a run's head (and its job drivers): the run directory
 MARKER = "TAU_LOCAL_RAY_RUN"
 RAY_INSTALL = "pip install 'tau[ray]'"
+#: the Jobs API URL of an already-running head to submit to instead of starting one per run
+ADDRESS_ENV = "TAU_LOCAL_RAY_ADDRESS"
 _MAX_TEMP_BASE = 24  # characters: leaves room for Ray's session_<date>_<pid>/sockets/plasma_store
 
 
 @dataclass
 class RayHead:
-    proc: subprocess.Popen[bytes]
-    temp_root: Path
+    """The run's own head (``proc`` set) or an existing one it only submits to (``proc`` None)."""
+
+    proc: subprocess.Popen[bytes] | None
+    temp_root: Path | None
     dashboard: str
-    gcs_port: int
-    token_file: Path
-    num_cpus: int
+    gcs_port: int | None
+    token_file: Path | None
+    num_cpus: int | None
+
+    @property
+    def external(self) -> bool:
+        return self.proc is None
+
+    def alive(self) -> bool:
+        return self.proc is None or self.proc.poll() is None
 
     def record(self) -> dict[str, Any]:
+        if self.proc is None:
+            return {"dashboard": self.dashboard, "external": True, "temp_root": None, "num_cpus": None}
         return {"temp_root": str(self.temp_root), "dashboard": self.dashboard, "gcs_port": self.gcs_port,
                 "head_pid": self.proc.pid, "num_cpus": self.num_cpus, "token_file": str(self.token_file)}
+
+
+def external_address(env: Mapping[str, str]) -> str | None:
+    """``TAU_LOCAL_RAY_ADDRESS`` checked: an http(s) URL of a Jobs API, or None when unset."""
+    from urllib.parse import urlparse
+
+    value = (env.get(ADDRESS_ENV) or "").strip().rstrip("/")
+    if not value:
+        return None
+    url = urlparse(value)
+    if url.scheme not in ("http", "https") or not url.hostname or not url.port:
+        raise ConfigError(f"{ADDRESS_ENV}={value!r} is not the URL of a Ray Jobs API",
+                          hint=f"use the head's dashboard address, e.g. {ADDRESS_ENV}=http://127.0.0.1:8265, "
+                               "or unset it to start a head per run")
+    return value
+
+
+def attach_head(address: str) -> RayHead:
+    return RayHead(proc=None, temp_root=None, dashboard=address, gcs_port=None, token_file=None, num_cpus=None)
 
 
 def ray_installed() -> bool:
@@ -122,7 +158,7 @@ def check_gpus(get: Callable[[str], Any], target: str) -> None:
 
 
 def plan_ray(get: Callable[[str], Any], *, target: str, python: str, cwd: Path, argv: list[str],
-             entry: Path) -> dict[str, Any]:
+             entry: Path, address: str | None = None) -> dict[str, Any]:
     """The ``ray`` section of a local plan: head size, entrypoint and runtime_env, like the cluster RayJob."""
     check_gpus(get, target)
     launcher = str(get("execution.launcher") or "ray-train")
@@ -158,7 +194,7 @@ def plan_ray(get: Callable[[str], Any], *, target: str, python: str, cwd: Path, 
     excludes = [str(e) for e in (get("run.working_dir_excludes") or [])]
     return {"num_cpus": logical_cpus(get), "entrypoint": entrypoint, "launcher": launcher,
             "working_dir": str(working_dir) if working_dir else None, "excludes": excludes, "env": tune,
-            "pip": [str(p) for p in (get("runtime.pip") or [])]}
+            "pip": [str(p) for p in (get("runtime.pip") or [])], "address": address}
 
 
 # -- the head --------------------------------------------------------------------------------------------
@@ -238,6 +274,7 @@ def start_head(run_path: Path, num_cpus: int, say: Callable[[str], None],
 def _wait_ready(head: RayHead, log: Path, cancelled: Callable[[], bool]) -> None:
     import urllib.request
 
+    assert head.proc is not None and head.token_file is not None
     headers = {"Authorization": f"Bearer {head.token_file.read_text().strip()}"}
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -291,7 +328,10 @@ def clean_up_after(run_path: Path, ray_record: Mapping[str, Any]) -> None:
 
 
 def stop_head(head: RayHead) -> None:
-    """SIGTERM the head's process group, SIGKILL after 5 s, then every straggler; remove the temp root."""
+    """SIGTERM the head's process group, SIGKILL after 5 s, then every straggler; remove the temp root.
+    An external head (``TAU_LOCAL_RAY_ADDRESS``) is not the run's: it stays."""
+    if head.proc is None or head.token_file is None or head.temp_root is None:
+        return
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(head.proc.pid, sig)
@@ -324,9 +364,9 @@ def status_phase(ray: Any) -> Phase | None:
     if not isinstance(ray, dict) or not ray.get("submission_id"):
         return None
     job_state = str(ray.get("job_state") or "PENDING")
-    return Phase("Ray job", _PHASE_STATES.get(job_state, "pending"),
-                 f"{ray['submission_id']} {job_state} on the local head {ray.get('dashboard')} "
-                 f"({ray.get('num_cpus')} CPUs, temp root {ray.get('temp_root')})")
+    where = (f"on the Ray head at {ray.get('dashboard')} ({ADDRESS_ENV})" if ray.get("external") else
+             f"on the local head {ray.get('dashboard')} ({ray.get('num_cpus')} CPUs, temp root {ray.get('temp_root')})")
+    return Phase("Ray job", _PHASE_STATES.get(job_state, "pending"), f"{ray['submission_id']} {job_state} {where}")
 
 
 def job_env(plan_env: Mapping[str, str], attempt_env: Mapping[str, str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tau_core.backends.local import oom
@@ -32,14 +33,21 @@ def _failed(info: dict[str, Any], message: str) -> dict[str, Any]:
 
 def ensure_head(sup: Supervisor) -> local_ray.RayHead:
     head: local_ray.RayHead | None = sup.ray_head
-    if head is not None and head.proc.poll() is None:
+    if head is not None and head.alive():
         return head
-    if head is not None:
+    if head is not None and head.proc is not None:
         sup.log.tau(f"the local Ray head exited (code {head.proc.returncode}); starting a new one")
         local_ray.stop_head(head)
     ray_plan = sup.plan["ray"]
     if ray_plan.get("pip"):
         sup.log.tau(local_ray.pip_note(ray_plan["pip"]))
+    if ray_plan.get("address"):  # TAU_LOCAL_RAY_ADDRESS: a head that outlives the run
+        external = local_ray.attach_head(str(ray_plan["address"]))
+        sup.log.tau(f"using the Ray head at {external.dashboard} ({local_ray.ADDRESS_ENV}); it stays up after "
+                    "the run")
+        sup.ray_head = external
+        sup.run.update(lambda r: r.update(ray=external.record()))
+        return external
     head = local_ray.start_head(sup.run.path, int(ray_plan["num_cpus"]), sup.log.tau, sup._cancel_asked)
     sup.ray_head = head
     sup.run.update(lambda r: r.update(ray=head.record()))
@@ -50,6 +58,9 @@ def stop(sup: Supervisor) -> None:
     head: local_ray.RayHead | None = sup.ray_head
     if head is None:
         return
+    if head.external:
+        sup.ray_head = None
+        return
     sup.log.tau("stopping the local Ray head")
     local_ray.stop_head(head)
     sup.ray_head = None
@@ -58,12 +69,30 @@ def stop(sup: Supervisor) -> None:
 class DriverLog:
     """Copies ``job-driver-<submission id>.log`` into the run log while the job runs."""
 
-    def __init__(self, head: local_ray.RayHead, submission_id: str, sup: Supervisor) -> None:
-        self.path = head.temp_root / "session_latest" / "logs" / f"job-driver-{submission_id}.log"
-        self.sup = sup
+    def __init__(self, head: local_ray.RayHead, submission_id: str, sup: Supervisor, client: Any) -> None:
+        self.path = (head.temp_root or Path(".")) / "session_latest" / "logs" / f"job-driver-{submission_id}.log"
+        self.sup, self.client, self.submission_id = sup, client, submission_id
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="tau-ray-log", daemon=True)
+        loop = self._api_loop if head.external else self._loop
+        self.thread = threading.Thread(target=loop, name="tau-ray-log", daemon=True)
         self.thread.start()
+
+    def _api_loop(self) -> None:
+        """An external head's driver log (its files are not on a path we know), read through the Jobs API."""
+        sent = 0
+        while True:
+            final = self.done.is_set()
+            try:
+                text: str = self.client.get_job_logs(self.submission_id)
+            except Exception:
+                text = ""
+            complete = text[:text.rfind("\n") + 1] if not final else text
+            for line in complete[sent:].splitlines():
+                self.sup.log.line(line.encode())
+            sent = max(sent, len(complete))
+            if final:
+                return
+            self.done.wait(POLL * 2)
 
     def _loop(self) -> None:
         while not self.path.exists():
@@ -121,11 +150,12 @@ def run_attempt(sup: Supervisor, info: dict[str, Any], env: dict[str, str]) -> d
         sup.log.tau(message)
         return _failed(info, message)
     sup.log.tau(f"submitted Ray job {submission_id}: {ray_plan['entrypoint']}")
-    child = {"pid": head.proc.pid, "pgid": head.proc.pid, "start_ticks": oom.start_ticks(head.proc.pid)}
+    child = ({} if head.proc is None else  # an external head is not ours to signal
+             {"pid": head.proc.pid, "pgid": head.proc.pid, "start_ticks": oom.start_ticks(head.proc.pid)})
     sup.run.transition("Running", f"attempt {info['attempt']}: Ray job {submission_id} PENDING", child=child,
                        attempt=info["attempt"], started_at=info["started_at"],
                        ray={**head.record(), "submission_id": submission_id, "job_state": "PENDING"})
-    driver_log = DriverLog(head, submission_id, sup)
+    driver_log = DriverLog(head, submission_id, sup, client)
     try:
         state, cancelled, oom_killed, peak = _follow(sup, client, submission_id, head)
     finally:
@@ -147,7 +177,7 @@ def _follow(sup: Supervisor, client: Any, submission_id: str, head: local_ray.Ra
         try:
             state = str(client.get_job_status(submission_id).value)
         except Exception as exc:
-            if head.proc.poll() is not None:
+            if head.proc is not None and head.proc.poll() is not None:
                 sup.log.tau(f"the local Ray head exited (code {head.proc.returncode}) while the job ran")
                 return "FAILED", stop_sent is not None, oom_killed, peak
             sup.log.tau(f"could not read the Ray job status ({exc}); retrying")
@@ -161,7 +191,8 @@ def _follow(sup: Supervisor, client: Any, submission_id: str, head: local_ray.Ra
             return state, stop_sent is not None, oom_killed, peak
         now = time.monotonic()
         if limit:
-            rss = oom.group_rss(head.proc.pid) + sum(oom.group_rss(p) for p in _driver_groups(client, submission_id))
+            rss = (oom.group_rss(head.proc.pid) if head.proc else 0) \
+                + sum(oom.group_rss(p) for p in _driver_groups(client, submission_id))
             peak = max(peak, rss)
             if rss > limit and not oom_killed:
                 oom_killed = True

@@ -2,7 +2,8 @@
 
 A query is ``Table | op | op ...``; each operator wraps the previous step in a SQL subquery:
 
-* ``where C OP LIT`` (``==`` ``!=`` ``<`` ``<=`` ``>`` ``>=``), ``where C in (LIT, ...)``, ``where C > ago(7d)``;
+* ``where C OP LIT`` (``==`` ``!=`` ``<`` ``<=`` ``>`` ``>=``), ``where C in (LIT, ...)``, ``where C > ago(7d)``,
+  ``where C startswith LIT`` (case-insensitive, as in Kusto), ``where C matches regex LIT`` (Python ``re``);
   several predicates joined by ``and``.  LIT is a double- or single-quoted string or a number.
 * ``extend N = tostring(C.key)`` (a key of a dynamic column).
 * ``summarize arg_max(C, *) by K1, K2`` (the query-time dedup), ``summarize count() by K...``, ``count``.
@@ -28,6 +29,8 @@ _PIPE = re.compile(rf"({_STRING})|\|")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _LIT = rf"(?:{_STRING}|-?\d+(?:\.\d+)?)"
 _CMP = re.compile(rf"^({_IDENT})\s*(==|!=|<=|>=|<|>)\s*({_LIT}|ago\(\s*\d+(?:\.\d+)?[dhms]\s*\))$")
+_MATCHES = re.compile(rf"^({_IDENT})\s+matches\s+regex\s+({_STRING})$")
+_STARTS = re.compile(rf"^({_IDENT})\s+startswith\s+({_STRING})$")
 _IN = re.compile(rf"^({_IDENT})\s+in\s*\(\s*({_LIT}(?:\s*,\s*{_LIT})*)\s*\)$")
 _EXTEND = re.compile(rf"^extend\s+({_IDENT})\s*=\s*tostring\(\s*({_IDENT})\.({_IDENT})\s*\)$")
 _ARGMAX = re.compile(rf"^summarize\s+arg_max\(\s*({_IDENT})\s*,\s*\*\s*\)\s+by\s+(.+)$")
@@ -79,8 +82,15 @@ def _names(text: str, step: Step) -> list[str]:
 def _where(body: str, step: Step) -> Step:
     clauses, params = [], list(step.params)
     for pred in re.split(r"\s+and\s+", body):
-        m, mi = _CMP.match(pred), _IN.match(pred)
-        if m:
+        m, mi, ms, mr = _CMP.match(pred), _IN.match(pred), _STARTS.match(pred), _MATCHES.match(pred)
+        if mr:
+            clauses.append(f'kql_matches_regex(?, "{step.need(mr.group(1))}")')
+            params.append(str(_literal(mr.group(2))))
+        elif ms:  # case-insensitive, as Kusto's startswith
+            prefix = str(_literal(ms.group(2)))
+            clauses.append(f'lower("{step.need(ms.group(1))}") LIKE ? ESCAPE \'\\\'')
+            params.append(re.sub(r"([%_\\])", r"\\\1", prefix.lower()) + "%")
+        elif m:
             col, op, raw = step.need(m.group(1)), m.group(2), m.group(3)
             value: Any
             if raw.startswith("ago("):

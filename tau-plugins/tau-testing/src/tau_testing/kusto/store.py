@@ -9,6 +9,7 @@ normalised RFC3339 text (``...T12:00:00.000000Z``, so text order is time order),
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,11 +87,17 @@ class Table:
     ingest_tags: set[str] = attrs.Factory(set)
 
 
+def _matches(pattern: str, value: Any) -> int:
+    """Kusto's ``matches regex`` (RE2; Python's ``re`` for the simple patterns Tau emits)."""
+    return int(value is not None and re.search(pattern, str(value)) is not None)
+
+
 class Store:
     """Kusto tables of one database over one SQLite connection (thread-safe: one lock)."""
 
     def __init__(self, path: str = ":memory:") -> None:
         self.db = sqlite3.connect(path, check_same_thread=False)
+        self.db.create_function("kql_matches_regex", 2, _matches, deterministic=True)
         self.lock = threading.RLock()
         self.tables: dict[str, Table] = {}
 
