@@ -134,7 +134,8 @@ def test_controller_deployment_follows_the_security_contract(render):
     assert pod["serviceAccountName"] == "tau-core-controller"
     assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     [container] = pod["containers"]
-    assert container["image"] == "mcr.microsoft.com/aks/ai-runtime/tau-core-controller:0.3.2"
+    version = (ROOT / "VERSION").read_text().strip()
+    assert container["image"] == f"mcr.microsoft.com/aks/ai-runtime/tau-core-controller:{version}"
     assert "--health-probe-bind-address=:8081" in container["args"]
     assert "--metrics-bind-address=:8080" in container["args"]
     assert "--system-namespace=tau-system" in container["args"]

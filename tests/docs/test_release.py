@@ -36,7 +36,7 @@ def test_every_version_and_pin_equals_the_version_file() -> None:
 
 def test_a_disagreeing_copy_is_named_and_set_version_fixes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for rel in ("tau-core/pyproject.toml", "tau-core/src/tau_core/__init__.py", "tau-plugins/tau/pyproject.toml",
-                "tau-plugins/tau-version/pyproject.toml"):
+                "tau-plugins/tau-version/pyproject.toml", *sorted({rel for rel, _ in release.VERSION_PLACES})):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / rel, tmp_path / rel)
     (tmp_path / "VERSION").write_text("9.9.9\n")
@@ -50,6 +50,12 @@ def test_a_disagreeing_copy_is_named_and_set_version_fixes_it(tmp_path: Path, mo
     meta = (tmp_path / "tau-plugins/tau/pyproject.toml").read_text()
     assert '"tau-version==1.2.3"' in meta and '"tau-core[azure]==1.2.3"' in meta
     assert '__version__ = "1.2.3"' in (tmp_path / "tau-core/src/tau_core/__init__.py").read_text()
+    umbrella = (tmp_path / "deploy/charts/taugrid/Chart.yaml").read_text()
+    assert "\nversion: 1.2.3\n" in umbrella and '\nappVersion: "1.2.3"\n' in umbrella
+    assert "  - name: taugrid-core\n    version: 1.2.3\n" in umbrella
+    assert "version: 0.18.2" in umbrella  # Kueue's chart keeps its own version
+    assert 'tag: "1.2.3"' in (tmp_path / "deploy/charts/tau-core-controller/values.yaml").read_text()
+    assert 'appVersion: "0.8.19"' in (tmp_path / "deploy/charts/gpu-monitoring/Chart.yaml").read_text()  # NPD's
     with pytest.raises(release.ReleaseError, match="not a version"):
         release.set_version("latest")
 
@@ -85,6 +91,23 @@ def test_two_builds_are_byte_identical_and_tau_version_shows_their_numbers(tmp_p
     with pytest.raises(release.ReleaseError, match="never rebuilt in place"):
         release.build(tmp_path / "release", ["tau-version"])
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_the_charts_follow_the_version_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chart's version or appVersion that differs from VERSION fails the check, named with its file."""
+    ver = release.version()
+    for chart in release.OWN_CHARTS:
+        text = (REPO / "deploy/charts" / chart / "Chart.yaml").read_text()
+        assert f"\nversion: {ver}\n" in text and f'\nappVersion: "{ver}"\n' in text, chart
+    for rel in {rel for rel, _ in release.VERSION_PLACES}:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, tmp_path / rel)
+    monkeypatch.setattr(release, "ROOT", tmp_path)
+    chart = tmp_path / "deploy/charts/taugrid-core/Chart.yaml"
+    chart.write_text(chart.read_text().replace(f'appVersion: "{ver}"', 'appVersion: "0.3.2"'))
+    assert release._place_problems(ver) == [f"deploy/charts/taugrid-core/Chart.yaml: 'appVersion: \"0.3.2\"', not {ver}"]
+    chart.write_text("apiVersion: v2\n")
+    assert [p.split(": ")[0] for p in release._place_problems(ver)] == ["deploy/charts/taugrid-core/Chart.yaml"] * 2
 
 
 def test_the_comparison_names_a_differing_file(tmp_path: Path) -> None:

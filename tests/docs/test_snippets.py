@@ -30,6 +30,49 @@ ATTR = re.compile(r'(?P<key>[\w-]+)="(?P<value>[^"]*)"')
 EOF_MARK = "TAU_DOCS_SNIPPET_EOF"
 
 
+#: Fenced blocks that are pictures, not commands or files (rendered by the site).
+DIAGRAMS = frozenset({"mermaid"})
+ANY_FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
+_CLUSTER = "needs a cluster with TauGrid installed; on the simulator that is the minute-long platform walkthrough"
+
+#: Every command, config or code block in docs/ that is not marked runnable, keyed by (page, first line),
+#: with why it cannot run here.  ``test_the_unexecuted_blocks_are_exactly_the_listed_ones`` keeps it exact.
+NOT_RUNNABLE: dict[tuple[str, str], str] = {
+    ("community/contributing.md", "python3 -m pip install nox"):
+        "installs nox and runs the whole CI suite, which contains this test",
+    ("getting-started/platform-walkthrough.md",
+     "python3 -m pip install ./tau-core ./tau-plugins/* ./tau-portal ./tau-controller"):
+        "installs into the environment; tests/e2e/test_platform_walkthrough.py runs the script and checks each step",
+    ("getting-started/quickstart.md", "python3 -m pip install ./tau-core ./tau-plugins/* ./tau-portal"):
+        "installs the distributions, which the test environment already has (CI installs them the same way)",
+    ("platform/install.md", "tau cluster install --context my-aks                           # the published chart"):
+        _CLUSTER + " (tests/e2e/test_install_then_run.py, test_install_with_controller.py run these verbs)",
+    ("platform/workspaces.md",
+     "tau workspace create aurora --principal-name aurora-researchers          # preview"):
+        _CLUSTER + " (tests/e2e/test_platform_walkthrough.py runs create, check, status and quota show)",
+    ("plugins.md", "# pyproject.toml of your distribution"):
+        "a fragment of a distribution's pyproject.toml; installing one would change the environment of the "
+        "rest of the suite (the runnable test on the same page loads the plugin module inline instead)",
+    ("plugins.md", "register(name, target, **meta)"): "a call signature, not a program",
+    ("python-sdk.md",
+     'endpoint = tau.serve("llm", "serve-1x", from_finetune=train, image="REG/IMG@sha256:...", replicas=2,'):
+        _CLUSTER + "; from_finetune resolves through a helper pod (tests/e2e/test_sdk_serve.py covers it)",
+    ("python-sdk.md", "import lightning as L"):
+        "needs Lightning, which imports torch (too heavy for CI); "
+        "tau-plugins/tau-python/tests/test_stellar_lightning.py tests the logger without it",
+    ("researcher/artifacts.md", "tau run get old-job --path /data/old-job/results --pvc blob-training   # a deleted workload"):
+        "reads a cluster's data PVC through a helper pod (tests/e2e/test_archived_logs.py covers the helper pod)",
+    ("researcher/retry-resume.md", "tau run resume train-7f2c --config tau/train.yaml"):
+        "cluster run names and data-PVC checkpoint paths; the runnable block after it resumes a local run",
+    ("researcher/serving.md",
+     "tau serve deploy llm --profile serve-1x --image REG/IMG@sha256:<digest> --from-model llama:prod -n aurora"):
+        _CLUSTER + "; the client dry-runs above render the same objects offline (tests/e2e/test_serve.py)",
+    ("researcher/status.md",
+     "tau logs train-7f2c -n aurora --path /data/checkpoints/workflows/train-7f2c --pvc blob-training"):
+        "reads a cluster's data PVC through a helper pod (tests/e2e/test_archived_logs.py)",
+}
+
+
 @dataclass(frozen=True)
 class Snippet:
     page: str
@@ -113,6 +156,34 @@ def test_page_snippets_run(page: str, tmp_path: Path) -> None:
     assert result.returncode == 0, (
         f"docs/{page}: a runnable snippet failed (exit {result.returncode})\n--- stdout\n{result.stdout[-3000:]}"
         f"\n--- stderr\n{result.stderr[-3000:]}")
+
+
+def unexecuted_blocks() -> dict[tuple[str, str], int]:
+    """(page, first line) -> line of every fenced block in docs/ that is neither runnable nor a diagram."""
+    found = {}
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text()
+        for match in ANY_FENCE.finditer(text):
+            info = match["info"].strip()
+            words = [w.lstrip(".") for w in info.strip("{}").split()]
+            if "runnable" in words or (words and words[0] in DIAGRAMS):
+                continue
+            first = (match["body"].splitlines() or [""])[0]
+            found[(str(page.relative_to(DOCS)), first)] = text.count("\n", 0, match.start()) + 1
+    return found
+
+
+def test_the_unexecuted_blocks_are_exactly_the_listed_ones() -> None:
+    found = unexecuted_blocks()
+    unlisted = [f"docs/{page}:{line}: {first}" for (page, first), line in found.items()
+                if (page, first) not in NOT_RUNNABLE]
+    stale = [f"{page}: {first}" for page, first in NOT_RUNNABLE if (page, first) not in found]
+    assert not unlisted, ("mark these blocks runnable, or list them in NOT_RUNNABLE with the reason:\n  "
+                          + "\n  ".join(unlisted))
+    assert not stale, "NOT_RUNNABLE lists blocks that are gone or now runnable:\n  " + "\n  ".join(stale)
+    assert all(reason.strip() for reason in NOT_RUNNABLE.values())
+    runnable = sum(len(b) for b in PAGES.values())
+    print(f"runnable blocks: {runnable}; listed as not runnable, with reasons: {len(NOT_RUNNABLE)}")
 
 
 def test_the_runner_stops_at_the_first_failing_block(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Reproducible release builds (``nox -s release``), and the one version number of the tree.
 
     python tests/tools/release.py check                 every version and pin equals VERSION
-    python tests/tools/release.py set-version 0.6.0     rewrite VERSION, pyprojects, pins and __version__
+    python tests/tools/release.py set-version 0.6.0     rewrite VERSION, pyprojects, pins, __version__ and charts
     python tests/tools/release.py build [--out DIR] [--only NAME ...] [--digests FILE]
         check, then build each distribution's sdist and wheel twice (clean output directories,
         SOURCE_DATE_EPOCH = the last commit's time), compare the two builds byte for byte, and write
@@ -11,8 +11,10 @@
         An existing DIR/<version> is never overwritten.
 
 The version is defined once, in ``VERSION`` at the repository root; ``check`` fails on any copy that
-differs: a distribution's ``[project] version``, a ``__version__`` literal, or a pin of one distribution
-of this tree on another (which must be ``==VERSION``).
+differs: a distribution's ``[project] version``, a ``__version__`` literal, a pin of one distribution
+of this tree on another (which must be ``==VERSION``), or one of :data:`VERSION_PLACES` (the charts' version
+and appVersion, the umbrella chart's pins on its local subcharts, the controller image tag and its kustomize
+mirror).
 """
 
 from __future__ import annotations
@@ -34,6 +36,18 @@ VERSION_FILE = ROOT / "VERSION"
 VERSION_LINE = re.compile(r'^version = "([^"]+)"', re.M)
 DUNDER = re.compile(r'^__version__ = "([^"]+)"', re.M)
 REQ_NAME = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$")
+#: The charts this tree ships: their chart version and appVersion are VERSION.  gpu-monitoring's chart version
+#: is VERSION too, but its appVersion is the Node Problem Detector release it deploys, so it is not listed.
+OWN_CHARTS = ("taugrid", "tau-core-controller", "taugrid-core")
+#: Every copy of the version outside the Python distributions: (file, pattern whose group 1 is the copy).
+VERSION_PLACES: tuple[tuple[str, str], ...] = (
+    *((f"deploy/charts/{c}/Chart.yaml", r"^version: (\S+)$") for c in (*OWN_CHARTS, "gpu-monitoring")),
+    *((f"deploy/charts/{c}/Chart.yaml", r'^appVersion: "([^"]+)"$') for c in OWN_CHARTS),
+    *(("deploy/charts/taugrid/Chart.yaml", rf"^  - name: {c}\n    version: (\S+)$")
+      for c in ("tau-core-controller", "taugrid-core", "gpu-monitoring")),
+    ("deploy/charts/tau-core-controller/values.yaml", r'^  tag: "([^"]+)"$'),  # the controller image
+    ("deploy/kustomize/tau-core-controller/resources.yaml", r"^\s+image: \S+/tau-core-controller:(\S+)$"),
+)
 
 
 class ReleaseError(Exception):
@@ -91,6 +105,17 @@ def problems(expected: str) -> list[str]:
             match = DUNDER.search(init.read_text())
             if match and match[1] != expected:
                 found.append(f"{init.relative_to(ROOT)}: __version__ {match[1]!r}")
+    return found + _place_problems(expected)
+
+
+def _place_problems(expected: str) -> list[str]:
+    found = []
+    for rel, pattern in VERSION_PLACES:
+        path = ROOT / rel
+        matches = list(re.finditer(pattern, path.read_text(), re.M)) if path.is_file() else []
+        if not matches:
+            found.append(f"{rel}: no version where /{pattern}/ expects one")
+        found += [f"{rel}: {m[0].strip()!r}, not {expected}" for m in matches if m[1] != expected]
     return found
 
 
@@ -115,6 +140,11 @@ def set_version(new: str) -> None:
         pyproject.write_text(pin.sub(lambda m: f'"{m[1]}{m[2] or ""}=={new}"', text))
         for init in _dunder_files(path):
             init.write_text(DUNDER.sub(f'__version__ = "{new}"', init.read_text(), count=1))
+    for rel, pattern in VERSION_PLACES:
+        path = ROOT / rel
+        if path.is_file():
+            path.write_text(re.sub(pattern, lambda m: m[0][: m.start(1) - m.start(0)] + new + m[0][m.end(1) - m.start(0):],
+                                   path.read_text(), flags=re.M))
     VERSION_FILE.write_text(new + "\n")
 
 

@@ -94,7 +94,8 @@ ENV_VARS: Final[tuple[EnvVar, ...]] = (
     _run("TAU_RETRY_ATTEMPT", "Attempt number of an automatic retry."),
     _run("TAU_RETRY_MAX", "`resilience.max_retries` of the run."),
     _run("TAU_RETRY_REASON", "Why the previous attempt failed (Preempted, Evicted, OOMKilled)."),
-    _run("TAU_CLUSTER_JOB", "`1` inside a cluster workload (the SDK refuses to submit from there)."),
+    _run("TAU_CLUSTER_JOB", "`1` in every container of a cluster workload (Job, RayJob, RayService, Deployment); "
+         "the SDK refuses to submit from there."),
     _run("TAU_HOT_DIR", "Node-local scratch root.", "/mnt"),
     _run("TAU_DATASETS_DIR", "Node-local dataset cache.", "$TAU_HOT_DIR/datasets"),
     _run("TAU_CHECKPOINTS_DIR", "Node-local checkpoint scratch.", "$TAU_HOT_DIR/checkpoints"),

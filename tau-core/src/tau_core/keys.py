@@ -160,8 +160,9 @@ RETRY_STATE: Final = "tau.azure.com/retry-state"
 #: Digest of the (redacted) managed manifest a RayJob was rendered from, and its workflow kind.
 MANAGED_MANIFEST_DIGEST: Final = "tau.azure.com/managed-manifest-digest"
 MANAGED_WORKFLOW_KIND: Final = "tau.azure.com/managed-workflow-kind"
-#: Set to "1" in every container Tau renders for a cluster workload (Job and RayJob).  The SDK
-#: refuses ``.submit()`` when it sees it.  ``TAU_DATA_DIR`` cannot serve: local runs set it too.
+#: Set to "1" in every container Tau renders for a cluster workload (Job, RayJob, RayService, Deployment;
+#: :func:`tau_core.rendering.mark_cluster_workload`).  The SDK refuses ``.submit()`` when it sees it.
+#: ``TAU_DATA_DIR`` cannot serve: local runs set it too.
 ENV_CLUSTER_JOB: Final = "TAU_CLUSTER_JOB"
 #: The pod's name, from the downward API, for the archived log ``logs/<pod>-<container>.log``.
 ENV_POD_NAME: Final = "TAU_POD_NAME"

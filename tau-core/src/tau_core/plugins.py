@@ -24,7 +24,7 @@ from typing import Any
 
 import pluggy
 
-from tau_core import hookspecs
+from tau_core import __version__, hookspecs
 from tau_core.errors import PluginError
 from tau_core.output import warning as warn
 
@@ -187,7 +187,7 @@ class Host:
         pm.add_hookspecs(hookspecs)
         host = cls(pm, os.environ if env is None else env)
         for module_name in DEFAULT_PLUGINS if builtins else ():
-            host.add_plugin(module_name, importlib.import_module(module_name), dist=CORE_DIST)
+            host.add_plugin(module_name, importlib.import_module(module_name), dist=CORE_DIST, version=__version__)
         if entry_points:
             host._load_entry_points()
         for name, plugin in extra_plugins:

@@ -75,8 +75,10 @@ def test_unreachable_default_chart_is_explained(tau_cli, env_for):
     result = tau_cli("cluster", "install", "--dry-run", "--timeout", "20s",
                      "--chart", "oci://mcr.microsoft.com/aks/ai-runtime/helm/taugrid")
     assert result.exit_code == 1
+    from tau_core import __version__
+
     assert "cannot fetch the default TauGrid chart oci://mcr.microsoft.com/aks/ai-runtime/helm/taugrid version " \
-           "0.3.2" in result.stderr
+           f"{__version__}" in result.stderr
     assert "hint: or pass --chart" in result.stderr
 
 

@@ -163,7 +163,9 @@ def test_helm_flags_follow_the_capabilities():
 
     options = InstallOptions(chart="oci://example/taugrid", atomic=True, values=(), sets=("a=b",))
     helm4 = upgrade_args(options, Capabilities(True, True), bootstrap=False)
-    assert helm4[:6] == ["upgrade", "--install", "taugrid", "oci://example/taugrid", "--version", "0.3.2"]
+    from tau_core import __version__
+
+    assert helm4[:6] == ["upgrade", "--install", "taugrid", "oci://example/taugrid", "--version", __version__]
     assert {"--reset-values", "--rollback-on-failure", "--server-side=true", "--force-conflicts"} <= set(helm4)
     assert "--atomic" not in helm4 and "--wait" not in helm4
     helm3 = upgrade_args(options, Capabilities(False, False), bootstrap=False)

@@ -91,20 +91,6 @@ def test_log_before_init_is_an_error(repo: Path) -> None:
         stellar.log({"x": 1})
 
 
-def test_lightning_logger_needs_lightning(repo: Path) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("lightning") or importlib.util.find_spec("pytorch_lightning"):
-        logger = stellar.StellarLogger(project="p", run="lt")
-        logger.log_metrics({"loss": 1.0}, step=0)
-        logger.finalize("success")
-        return
-    from tau import TauSDKError
-
-    with pytest.raises(TauSDKError, match=r"StellarLogger needs Lightning"):
-        stellar.StellarLogger(project="p", run="lt")
-
-
 def test_every_buffered_row_lands_after_finish(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer drains the queue while the loop keeps logging: no row is lost or reordered."""
     monkeypatch.setattr(stellar, "FLUSH_ROWS", 500)  # wake the writer often, racing the hot path

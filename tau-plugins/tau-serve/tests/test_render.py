@@ -136,7 +136,8 @@ def test_env_secret_is_a_secret_key_ref_and_redacted_in_client_dry_run() -> None
     secrets = (SecretEnv("HF_TOKEN", "hf-secret", "token"),)
     live = render_deployment(request(env_secrets=secrets))[0]
     env = live["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert env == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-secret", "key": "token"}}}]
+    assert env == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-secret", "key": "token"}}},
+                   {"name": keys.ENV_CLUSTER_JOB, "value": "1"}]
     shown = render_rayservice(request(env_secrets=secrets, dry_run="client"))[0]
     text = yaml.safe_dump(shown)
     assert "hf-secret" not in text and "<redacted>" in text
@@ -172,3 +173,11 @@ def test_volume_and_mount_names_must_match_and_tau_data_is_reserved() -> None:
         parse_volumes(("tau-data=emptyDir",))
     with pytest.raises(UsageError, match="--volume"):
         parse_volumes(("bad=hostPath:/",))
+
+
+@pytest.mark.parametrize("flag", ["env", "env_secrets"])
+def test_the_in_job_marker_is_reserved(flag: str) -> None:
+    value: Any = ((keys.ENV_CLUSTER_JOB, "0"),) if flag == "env" else (SecretEnv(keys.ENV_CLUSTER_JOB, "s", "k"),)
+    for render in (render_rayservice, render_deployment):
+        with pytest.raises(ConfigError, match=f"--env {keys.ENV_CLUSTER_JOB} is reserved"):
+            render(request(**{flag: value}))

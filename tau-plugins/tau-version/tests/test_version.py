@@ -78,3 +78,14 @@ def test_disabled_plugins_are_listed_as_disabled(tau_cli):
     result = tau_cli("--help", env={"TAU_PLUGINS": ""})
     assert result.exit_code == 0
     assert "Commands:" not in result.stdout  # no root loaded at all
+
+
+def test_every_row_shows_the_version_its_distribution_carries(tau_cli):
+    """The numbers are the installed wheels' metadata (tau-core's own hooks included), all equal to tau's."""
+    from importlib.metadata import version
+
+    doc = json.loads(tau_cli("version", "-o", "json").stdout)
+    rows = [p for p in doc["plugins"] if p["status"] == "loaded"]
+    assert {p["distribution"] for p in rows} >= {"tau-core", "tau-version"}
+    for row in rows:
+        assert row["version"] == version(row["distribution"]) == doc["version"], row

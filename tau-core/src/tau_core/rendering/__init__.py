@@ -56,6 +56,7 @@ from tau_core.rendering.engine import (
 from tau_core.rendering.env import (
     check_env_limits,
     check_reserved_env,
+    mark_cluster_workload,
     merge_env,
     redact_secrets,
     reserved_env_keys,
@@ -160,6 +161,7 @@ __all__ = [
     "is_placeholder",
     "kind_for_engine",
     "label_value",
+    "mark_cluster_workload",
     "merge_env",
     "namespace",
     "node_selector",

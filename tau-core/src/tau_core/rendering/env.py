@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tau_core import keys
 from tau_core.errors import ConfigError
 from tau_core.rendering.constants import (
     MAX_LITERAL_ENV_TOTAL_BYTES,
@@ -129,3 +130,22 @@ def merge_env(*groups: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 order.append(name)
             merged[name] = dict(entry)
     return [merged[n] for n in order]
+
+
+def mark_cluster_workload(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """Set :data:`tau_core.keys.ENV_CLUSTER_JOB` to ``1`` in every container and init container of a pod.
+
+    Every renderer calls it on every pod template it emits (Job, RayJob head and workers, RayService,
+    Deployment): the SDK refuses ``.submit()`` when it sees the marker.  An entry of that name that is
+    already there is overwritten in place, so no container can carry another value.
+    """
+    marker = {"name": keys.ENV_CLUSTER_JOB, "value": "1"}
+    for group in ("initContainers", "containers"):
+        for container in pod_spec.get(group) or []:
+            env = container.setdefault("env", [])
+            names = [str(e.get("name")) for e in env]
+            if keys.ENV_CLUSTER_JOB in names:
+                env[names.index(keys.ENV_CLUSTER_JOB)] = dict(marker)
+            else:
+                env.append(dict(marker))
+    return pod_spec

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import attrs
 
-from tau_core import keys
+from tau_core import __version__, keys
 from tau_core.errors import UsageError
 
 DEFAULT_RELEASE = "taugrid"
 DEFAULT_NAMESPACE = keys.SYSTEM_NAMESPACE_DEFAULT
 DEFAULT_CHART = "oci://mcr.microsoft.com/aks/ai-runtime/helm/taugrid"
-DEFAULT_VERSION = "0.3.2"
+DEFAULT_VERSION = __version__  # the chart is released with the same version as tau (tests/tools/release.py)
 DEFAULT_TIMEOUT = "15m"
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")

@@ -28,11 +28,14 @@ import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tau_core.keys import ENV_CLUSTER_JOB as CLUSTER_JOB_ENV
 from tau_core.keys import STELLAR_HISTORY_GLOB
 from tau_core.telemetry import RUN_STATUS_METRIC
+
+if TYPE_CHECKING:
+    from tau._lightning import StellarLogger as StellarLogger
 
 HISTORY_GLOB: str = STELLAR_HISTORY_GLOB
 CHUNK_DIR, CHUNK_PATTERN = HISTORY_GLOB.split("/")
@@ -315,20 +318,34 @@ def init(project: str | None = None, run: str | None = None, group: str | None =
     ``tau_binary`` is accepted for compatibility and unused: recording happens in-process.
     """
     global _current
-    project = _slug(project or os.environ.get("TAU_EXPERIMENT_PROJECT") or "default")
-    run_id = _slug(run or os.environ.get("TAU_RUN_ID") or time.strftime("run-%y%m%d-%H%M%S"))
-    group = _slug(group or "default")
-    if dir is not None:
-        packet = Path(dir)
-    elif _inside_a_run():
-        packet = Path(os.environ["TAU_OUTPUT_DIR"]) / "stellar" / "packet"
-    else:
-        from tau_core.backends.local import paths
-
-        packet = paths.tau_home() / "stellar" / project / run_id
+    project, run_id = project_name(project), run_name(run)
+    packet = packet_dir(project, run_id, dir)
     _install_exit_hooks()
-    _current = Run(project, run_id, group, _slug(experiment) if experiment else "", packet, config, store)
+    _current = Run(project, run_id, _slug(group or "default"), _slug(experiment) if experiment else "", packet,
+                   config, store)
     return _current
+
+
+def project_name(project: str | None = None) -> str:
+    """The project a run logs to: ``project``, else ``TAU_EXPERIMENT_PROJECT``, else ``default`` (slugged)."""
+    return _slug(project or os.environ.get("TAU_EXPERIMENT_PROJECT") or "default")
+
+
+def run_name(run: str | None = None) -> str:
+    """The run id: ``run``, else ``TAU_RUN_ID``, else ``run-<date>-<time>`` (slugged)."""
+    return _slug(run or os.environ.get("TAU_RUN_ID") or time.strftime("run-%y%m%d-%H%M%S"))
+
+
+def packet_dir(project: str, run_id: str, dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where a run's packet goes: ``dir``; inside a run ``$TAU_OUTPUT_DIR/stellar/packet``; else the data dir."""
+    if dir is not None:
+        return Path(dir)
+    output = os.environ.get("TAU_OUTPUT_DIR")
+    if output and _inside_a_run():  # a cluster job without storage.output has no output dir
+        return Path(output) / "stellar" / "packet"
+    from tau_core.backends.local import paths
+
+    return paths.tau_home() / "stellar" / project / run_id
 
 
 def _run() -> Run:
@@ -353,8 +370,11 @@ def finish(sync: bool = True) -> dict[str, Any]:
     return _run().finish(sync=sync)
 
 
-def StellarLogger(project: str | None = None, run: str | None = None, **kw: Any) -> Any:
-    """A Lightning logger writing to Stellar (needs ``lightning``; imported only here)."""
-    from tau._lightning import make_logger
+def __getattr__(name: str) -> Any:
+    """``StellarLogger`` (the Lightning logger) is imported on first use: ``tau._lightning`` loads no Lightning
+    until a logger is built."""
+    if name == "StellarLogger":
+        from tau._lightning import StellarLogger
 
-    return make_logger(project=project, run=run, **kw)
+        return StellarLogger
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -170,7 +170,6 @@ class _JobRenderer:
         profile = r.profile_name(self.req)
         if profile:
             pod.env.append({"name": "TAU_PROFILE", "value": profile})
-        pod.env.append({"name": keys.ENV_CLUSTER_JOB, "value": "1"})  # the SDK refuses .submit() inside a job
         if pod.durable:
             pod.env += rs.env_list(_DURABLE_ENV)
         if pod.output:
@@ -299,7 +298,7 @@ class _JobRenderer:
             spec["volumes"] = pod.volumes
         if r.restricted_mode(cfg):
             r.apply_restricted(spec, owner=f'Job "{self.name}"')
-        return spec
+        return r.mark_cluster_workload(spec)
 
     def _job_spec(self, shape: _Shape, meta: _Meta, pod_spec: dict[str, Any]) -> dict[str, Any]:
         ttl = r.ttl_seconds(self.cfg, "Job")

@@ -220,7 +220,7 @@ class _RayJobRenderer:
     def _tau_env(self, shape: _Shape, payload: RayPayload, output: str | None) -> list[dict[str, Any]]:
         """The ``TAU_*`` env every Ray container gets (distribution, launcher config, retry, managed)."""
         cfg, gpw, workers = self.cfg, shape.gpw, shape.workers
-        env = rs.env_list({keys.ENV_CLUSTER_JOB: "1", "TAU_DATA_DIR": "/data", "TAU_HOT_DIR": "/mnt"})
+        env = rs.env_list({"TAU_DATA_DIR": "/data", "TAU_HOT_DIR": "/mnt"})
         if output:
             env.append({"name": "TAU_OUTPUT_DIR", "value": output})
         env += rs.env_list({"TAU_DIST_BACKEND": "nccl" if gpw > 0 else "gloo", "TAU_NUM_WORKERS": str(workers),
@@ -345,7 +345,7 @@ class _RayJobRenderer:
             spec["priorityClassName"] = meta.pod_priority
         if r.restricted_mode(self.cfg):
             r.apply_restricted(spec, fs_group=r.RESTRICTED_UID, owner=f'RayJob "{self.name}" {role}')
-        return spec
+        return r.mark_cluster_workload(spec)
 
     def _worker_pod(self, shape: _Shape, payload: RayPayload, driver: _Driver, storage: _Storage) -> dict[str, Any]:
         gets_payload = bool(payload.module) or shape.launcher == "ray-tune"

@@ -70,6 +70,9 @@ def env(request: ServeRenderRequest) -> list[Obj]:
     literal = dict(spec.env)
     if spec.model_path:
         literal[MODEL_PATH_ENV] = spec.model_path
+    if keys.ENV_CLUSTER_JOB in literal or keys.ENV_CLUSTER_JOB in {s.name for s in spec.env_secrets}:
+        raise ConfigError(f"--env {keys.ENV_CLUSTER_JOB} is reserved: tau sets it to 1 in every cluster workload",
+                          hint=f"remove {keys.ENV_CLUSTER_JOB} from --env/--env-secret")
     clash = sorted(set(literal) & {s.name for s in spec.env_secrets})
     if clash:
         raise ConfigError(f"--env-secret {clash[0]} conflicts with --env {clash[0]}; set each variable once")
@@ -139,9 +142,9 @@ def pod_annotations(prof: Obj) -> dict[str, str]:
 
 
 def finish_pod(pod_spec: Obj, prof: Obj) -> Obj:
-    """Priority class from the profile, Restricted security on every container."""
+    """Priority class from the profile, Restricted security and the in-job marker on every container."""
     prio = prof.get("priorities") or {}
     if prio.get("podPriorityClassName") and not prio.get("disableDefaultPriorities"):
         pod_spec["priorityClassName"] = str(prio["podPriorityClassName"])
     r.apply_restricted(pod_spec, fs_group=r.RESTRICTED_UID)
-    return pod_spec
+    return r.mark_cluster_workload(pod_spec)
