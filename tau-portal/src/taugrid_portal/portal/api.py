@@ -14,16 +14,15 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from taugrid_portal.portal import boards, runs
+from taugrid_portal.portal import boards, kusto_api, runs
 from taugrid_portal.portal.cache import WatchCache
 from taugrid_portal.portal.directory import Scope
 from taugrid_portal.portal.history import durable_runs
+from taugrid_portal.portal.kusto_api import kusto_reason
 from taugrid_portal.portal.scoping import authorized, redirect_url, viewer
 from taugrid_portal.portal.state import (
     JOBS_DISABLED,
     NO_KUBE,
-    NO_KUSTO,
-    NO_KUSTO_BOARDS,
     BoardError,
     PortalState,
     scoped,
@@ -118,11 +117,6 @@ def make_routes(state: PortalState) -> list[Any]:
 
         return await detail_response(state, request)
 
-    async def kusto_board(request: Request) -> Response:
-        board = request.url.path.rsplit("/", 1)[-1]
-        names = {"cluster": "cluster", "cost": "cost", "nodeutil": "node utilization"}
-        return error_response(unavailable(f"{names[board]} board unavailable: {kusto_reason(config)}"))
-
     methods = ["GET", "HEAD"]
     return [
         Route("/healthz", healthz, methods=methods),
@@ -133,17 +127,8 @@ def make_routes(state: PortalState) -> list[Any]:
         Route("/api/portal/jobs", jobs, methods=methods),
         Route("/api/portal/nodes", nodes, methods=methods),
         Route("/api/portal/ray", ray, methods=methods),
-        Route("/api/portal/cluster", kusto_board, methods=methods),
-        Route("/api/portal/cost", kusto_board, methods=methods),
-        Route("/api/portal/nodeutil", kusto_board, methods=methods),
+        *kusto_api.make_routes(state),
     ]
-
-
-def kusto_reason(config: Any) -> str:
-    """Why the Kusto boards answer 503: no Kusto configured, or (configured) not served by this build yet."""
-    if config.kusto.configured:
-        return NO_KUSTO_BOARDS
-    return NO_KUSTO
 
 
 def board_list(state: PortalState, workspace: str) -> list[dict[str, Any]]:
