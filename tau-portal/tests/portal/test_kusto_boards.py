@@ -6,6 +6,7 @@ the degradation contract and hostile filter values."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -180,6 +181,26 @@ def test_ray_history_timeline(boards: Any) -> None:
     assert boards.get("/api/portal/ray/history/no-such-uid").json() == {"error": "durable RayJob history not found"}
 
 
+def test_run_page_of_a_gone_rayjob_reads_the_recorded_history(boards: Any, kusto: LoopbackKusto,
+                                                                 taugrid_cluster: TauGridScenario,
+                                                                 portal_factory: Any) -> None:
+    page = boards.get(f"/portal/runs/{NAMESPACE}/ray-hist")  # no such RayJob in the cluster any more
+    assert page.status_code == 200, page.text
+    assert "Its Kubernetes objects are gone" in page.text and f"aks-1/{NAMESPACE}/rj-uid-1" in page.text
+    states = re.findall(r'<td data-key="state">([^<]*)<', page.text)
+    assert states == ["submitted", "queued", "admitted", "running", "succeeded"]
+    assert "data-live-detail" not in page.text and 'id="pods-table"' not in page.text
+    hostile = 'ray-hist" or run_id != "'
+    r = boards.get(f"/portal/runs/{NAMESPACE}/" + hostile.replace('"', "%22").replace(" ", "%20"))
+    assert r.status_code == 404 and "Its Kubernetes objects are gone" not in r.text
+    assert any('run_id == "ray-hist\\" or run_id != \\""' in q for q in kusto.endpoint.queries)
+    assert boards.get(f"/portal/runs/{NAMESPACE}/never-ran").status_code == 404
+    assert portal_factory(taugrid_cluster.cluster).get(f"/portal/runs/{NAMESPACE}/ray-hist").status_code == 404
+    kusto.endpoint.down = True
+    r = boards.get(f"/portal/runs/{NAMESPACE}/ray-hist")
+    assert r.status_code == 502 and "durable run history query failed" in r.text
+
+
 def test_hostile_filters_are_quoted(boards: Any, kusto: LoopbackKusto) -> None:
     hostile = 'rj-uid-1" or resource_uid != "'
     r = boards.get("/api/portal/ray/history/" + hostile.replace('"', "%22").replace(" ", "%20"))
@@ -274,6 +295,10 @@ def test_boards_render_rows_and_degraded_state_in_chromium(boards: Any, kusto: L
     assert page.locator("#ray-history-table tbody td[data-key=state]").all_inner_texts() == [
         "submitted", "queued", "admitted", "running", "succeeded"]
     page.screenshot(path=str(_artifact("kusto-ray-history")), full_page=True)
+    page.goto(boards.url + f"/portal/runs/{NAMESPACE}/ray-hist")  # deleted: the page comes from Kusto alone
+    page.wait_for_selector("#durable-note")
+    assert page.locator("#run-status").inner_text() == "Complete"
+    assert page.locator("#ray-history-table tbody tr").count() == 5 and page.locator("#phases").count() == 0
     assert page.errors == []
 
     kusto.endpoint.down = True  # Kusto unreachable: the page says so instead of showing nothing as if it were fine

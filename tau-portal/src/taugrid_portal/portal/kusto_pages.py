@@ -4,6 +4,7 @@ leaves the GPU table in place, and a missing Ray history leaves the run page who
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from starlette.requests import Request
@@ -43,3 +44,51 @@ async def ray_timeline(state: PortalState, request: Request, run: dict[str, Any]
         state_word = {503: "not_configured", 404: "empty"}.get(exc.status, "unavailable")
         return {"state": state_word, "events": [], "reason": _reason(exc)}
     return {"state": "ready", "events": events, "reason": ""}
+
+
+def durable_run(state: PortalState, scope: Any, namespace: str, name: str) -> tuple[dict[str, Any], list[Any]] | None:
+    """A run whose workload is gone, from the recorded history (blocking): its Runs-board row and its
+    transitions (latest attempt), or ``None`` when history is off or holds nothing for it."""
+    from tau_core.errors import ConfigError, TauError
+    from tau_core.history import RunQuery, history_source, transitions
+    from taugrid_portal.portal.history import durable_row
+    from taugrid_portal.portal.kusto_boards import lifecycle_event
+
+    config = state.config
+    if not (config.run_history.enabled and config.kusto.endpoint):
+        return None
+    try:
+        source = history_source("kusto", endpoint=config.kusto.endpoint, database=config.kusto.database,
+                                table=config.run_history.table)
+    except ConfigError:
+        return None
+    limit = config.run_history.limit
+    try:
+        rows = source.run_history(RunQuery(name, namespace=namespace, cluster=scope.cluster, limit=limit))
+        if not rows:  # the run id is a label; the page is addressed by the workload's name
+            rows = [r for r in source.run_history(RunQuery("", namespace=namespace, cluster=scope.cluster,
+                                                           limit=limit)) if r.owning_resource_name == name]
+    except TauError as exc:
+        print(f"portal: recorded history of {namespace}/{name!r} failed: {exc.message}", file=sys.stderr)
+        raise BoardError(502, {"error": "durable run history query failed"}) from None
+    finally:
+        source.close()
+    if not rows:
+        return None
+    uid = rows[-1].resource_uid  # oldest first: the last row is the latest attempt's
+    attempt = transitions([r for r in rows if r.resource_uid == uid])
+    return durable_row(attempt[-1]), [lifecycle_event(r) for r in attempt]
+
+
+async def durable_run_page(state: PortalState, request: Request, missing: BoardError) -> dict[str, Any]:
+    """The run page of a run whose workload is gone, from its recorded history; ``missing`` when there is none."""
+    import anyio
+
+    ns, name = request.path_params["namespace"], request.path_params["name"]
+    scope = state.scope(request.query_params, request.headers, allow_override=("namespace",))
+    found = await anyio.to_thread.run_sync(durable_run, state, scope, ns, name)
+    if found is None:
+        raise missing
+    run, events = found
+    return {"data": {"run": run, "durable": True}, "api": "",
+            "timeline": {"state": "ready", "events": events, "reason": ""}}

@@ -143,9 +143,14 @@ def _builders(state: PortalState) -> dict[str, Any]:
 
     async def run_page(request: Request) -> dict[str, Any]:
         from taugrid_portal.portal.detail import detail_document
-        from taugrid_portal.portal.kusto_pages import ray_timeline
+        from taugrid_portal.portal.kusto_pages import durable_run_page, ray_timeline
 
-        doc = await detail_document(state, request)
+        try:
+            doc = await detail_document(state, request)
+        except BoardError as exc:
+            if exc.status != 404:
+                raise
+            return await durable_run_page(state, request, exc)
         return {"data": doc, "api": f"/api/portal/runs/{request.path_params['namespace']}/"
                                     f"{request.path_params['name']}",
                 "timeline": await ray_timeline(state, request, doc["run"])}
