@@ -169,6 +169,12 @@ def test_cost_board_reads_cost_tracking(boards: Any) -> None:
     assert boards.get("/api/portal/cost", params={"idle-threshold": "0"}).status_code == 400
 
 
+def test_overview_cards_come_from_the_kusto_boards(boards: Any) -> None:
+    cards = boards.wait("/api/portal/overview", lambda r: r.status_code == 200).json()["cards"]
+    assert (cards["health"], cards["healthUnavailable"]) == ({"totalGPUs": 2, "errorGPUs": 1}, "")
+    assert (cards["cost"], cards["costUnavailable"]) == ({"window": "7d", "totalGPUHours": 7.5, "idleGPUs": 1}, "")
+
+
 def test_ray_history_timeline(boards: Any) -> None:
     r = boards.get("/api/portal/ray/history/rj-uid-1")
     assert r.status_code == 200, r.text

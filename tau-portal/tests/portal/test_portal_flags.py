@@ -127,7 +127,8 @@ def test_served_kusto_boards_degrade_when_kusto_fails(tmp_path: Path) -> None:
         r = httpx.get(f"{base}/api/portal/cost", params={"window": "soon"})
         assert r.status_code == 400 and "window 'soon' is not a duration" in r.json()["error"]
         overview = httpx.get(base + "/api/portal/overview").json()
-        assert overview["cards"]["costUnavailable"] == ""
+        assert overview["cards"]["costUnavailable"] == "cost board failed; see the Portal log"
+        assert "cost" not in overview["cards"] and "health" not in overview["cards"]
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -18,7 +18,6 @@ from taugrid_portal.portal import boards, kusto_api, runs
 from taugrid_portal.portal.cache import WatchCache
 from taugrid_portal.portal.directory import Scope
 from taugrid_portal.portal.history import durable_runs
-from taugrid_portal.portal.kusto_api import kusto_reason
 from taugrid_portal.portal.scoping import authorized, redirect_url, viewer
 from taugrid_portal.portal.state import (
     JOBS_DISABLED,
@@ -146,10 +145,10 @@ def overview_response(state: PortalState, request: Request) -> Response:
     def build(scope: Scope, cache: WatchCache) -> dict[str, Any]:
         run_rows = runs.runs_board(cache, scope)["runs"]
         cards = boards.overview_cards(cache, scope, run_rows)
-        cards.update({"fleetUnavailable": "", "healthUnavailable": kusto_reason(state.config),
-                      "costUnavailable": kusto_reason(state.config),
-                      "queueUnavailable": "" if state.config.jobs_scope_mode != "disabled"
+        cards.update({"fleetUnavailable": "", "queueUnavailable": "" if state.config.jobs_scope_mode != "disabled"
                       else "computed Jobs board disabled", "rayUnavailable": ""})
+        if request.query_params.get("view") != "workloads":
+            cards.update(kusto_api.overview_cards(state, scope))
         running = [{"job": r["name"], "name": r["name"], "namespace": r["namespace"], "runId": r["runId"],
                     "queue": r["queue"], "experimentPath": r["experimentPath"],
                     "experimentTracking": r["experimentTracking"]} for r in run_rows if r["status"] == "Running"]
@@ -165,8 +164,7 @@ def overview_response(state: PortalState, request: Request) -> Response:
         except BoardError as exc:
             return error_response(exc)
         body = {"boards": board_list(state, scope.workspace), "cards": {
-            "fleetUnavailable": NO_KUBE, "healthUnavailable": kusto_reason(state.config),
-            "costUnavailable": kusto_reason(state.config),
+            "fleetUnavailable": NO_KUBE, **kusto_api.overview_cards(state, scope),
             "queueUnavailable": NO_KUBE, "rayUnavailable": NO_KUBE}, "running": [],
             "runningUnavailable": NO_KUBE}
         return JSONResponse(scoped(body, scope, None, (), True), headers=NO_STORE)

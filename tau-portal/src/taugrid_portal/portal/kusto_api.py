@@ -201,3 +201,27 @@ def make_routes(state: PortalState) -> list[Any]:
             Route("/api/portal/nodeutil", _json(board("nodeutil")), methods=methods),
             Route("/api/portal/cost", _json(board("cost")), methods=methods),
             Route("/api/portal/ray/history/{uid:path}", _json(ray_history), methods=methods)]
+
+
+def overview_cards(state: PortalState, scope: Scope) -> dict[str, Any]:
+    """The Overview's ``health`` and ``cost`` cards from the Cluster Health and Cost boards (blocking), each
+    with its ``*Unavailable`` reason (``""`` when the card is there)."""
+    from taugrid_portal.portal.kusto_flags import parse_duration
+
+    reason = kusto_reason(state.config)
+    if reason:
+        return {"healthUnavailable": reason, "costUnavailable": reason}
+    out: dict[str, Any] = {}
+    for board, card in (("cluster", "health"), ("cost", "cost")):
+        window = DEFAULT_WINDOWS[board]
+        query = FleetQuery(window_seconds=int(parse_duration("window", window)), cluster=scope.cluster,
+                           namespace=scope.namespace if board == "cost" else "")
+        try:
+            doc = compute(state, board, BoardRequest(scope, query, window))
+        except BoardError as exc:
+            out[f"{card}Unavailable"] = str(exc.body.get("reason") or exc.body.get("error"))
+            continue
+        out[f"{card}Unavailable"] = ""
+        out[card] = {"totalGPUs": doc["totalGPUs"], "errorGPUs": doc["errorGPUs"]} if board == "cluster" else \
+            {"window": window, "totalGPUHours": doc["totalGPUHours"], "idleGPUs": len(doc["idleGPUs"])}
+    return out
