@@ -207,6 +207,20 @@ def test_run_page_of_a_gone_rayjob_reads_the_recorded_history(boards: Any, kusto
     assert r.status_code == 502 and "durable run history query failed" in r.text
 
 
+def test_ray_board_lists_recorded_rayjobs(boards: Any, taugrid_cluster: TauGridScenario,
+                                          portal_factory: Any) -> None:
+    doc = boards.get("/api/portal/ray").json()
+    assert doc["historyState"] == "available" and doc["state"] == "ready"
+    recorded = [r for r in doc["history"] if r["name"] != "ray-live"]  # (the browser test's RayJob, if it ran)
+    assert [(r["name"], r["status"], r["source"], r["historyPath"]) for r in recorded] == [
+        ("ray-hist", "Complete", "durable", "/api/portal/ray/history/rj-uid-1")]
+    assert boards.get(doc["history"][0]["historyPath"]).status_code == 200
+    page = boards.get("/portal/ray")
+    assert f'href="/portal/runs/{NAMESPACE}/ray-hist"' in page.text and 'data-state="available"' in page.text
+    live_only = portal_factory(taugrid_cluster.cluster).get("/api/portal/ray").json()
+    assert (live_only["historyState"], live_only["history"]) == ("live-only", [])
+
+
 def test_hostile_filters_are_quoted(boards: Any, kusto: LoopbackKusto) -> None:
     hostile = 'rj-uid-1" or resource_uid != "'
     r = boards.get("/api/portal/ray/history/" + hostile.replace('"', "%22").replace(" ", "%20"))

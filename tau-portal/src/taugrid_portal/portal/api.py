@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from taugrid_portal.portal import boards, kusto_api, runs
 from taugrid_portal.portal.cache import WatchCache
 from taugrid_portal.portal.directory import Scope
-from taugrid_portal.portal.history import durable_runs
+from taugrid_portal.portal.history import durable_runs, ray_history
 from taugrid_portal.portal.scoping import authorized, redirect_url, viewer
 from taugrid_portal.portal.state import (
     JOBS_DISABLED,
@@ -105,8 +105,9 @@ def make_routes(state: PortalState) -> list[Any]:
     async def ray(request: Request) -> Response:
         return respond(state, request, "ray", boards.RAY_KEYS,
                        lambda scope, cache: {"namespace": scope.namespace,
-                                             "clusters": boards.ray_clusters(cache, scope.namespace)},
-                       lambda d: not d["clusters"])
+                                             "clusters": boards.ray_clusters(cache, scope.namespace),
+                                             **ray_history(state.config, scope.namespace, scope.cluster)},
+                       lambda d: not (d["clusters"] or d["history"]))
 
     async def jobs(request: Request) -> Response:
         return jobs_response(state, request)

@@ -170,8 +170,14 @@ def _builders(state: PortalState) -> dict[str, Any]:
         return {"data": boards.nodes_board(state.require(boards.NODE_KEYS, "nodes"), scope)}
 
     async def ray_page(request: Request) -> dict[str, Any]:
+        import anyio
+
+        from taugrid_portal.portal.history import ray_history
+
         scope = scope_of(request)
-        return {"data": {"clusters": boards.ray_clusters(state.require(boards.RAY_KEYS, "ray"), scope.namespace)}}
+        clusters = boards.ray_clusters(state.require(boards.RAY_KEYS, "ray"), scope.namespace)
+        history = await anyio.to_thread.run_sync(ray_history, state.config, scope.namespace, scope.cluster)
+        return {"data": {"clusters": clusters, **history}}
 
     async def jobs_page(request: Request) -> dict[str, Any]:
         build = jobs_builder(state, request)
