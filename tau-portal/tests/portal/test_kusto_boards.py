@@ -271,7 +271,7 @@ def page() -> Iterator[Any]:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                      args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
-        p = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        p: Any = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         p.errors = []
         p.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)
         p.on("pageerror", lambda e: p.errors.append(str(e)))
