@@ -74,7 +74,8 @@ def _fill(fake: LoopbackKusto) -> None:
     fake.store.ingest("GpuSamples", gpus, mapping=None, extent="gpu")
     nodes = [{"Timestamp": NOW - timedelta(seconds=ago), "Cluster": "aks-1", "instance": "node-1", "cpu": cpu,
               "metric": "node_cpu_idle_seconds", "Value": value}
-             for cpu, ago, value in (("0", 120, 100.0), ("0", 60, 130.0), ("1", 120, 100.0), ("1", 60, 160.0))]
+             for cpu, ago, value in (("0", 180, 900.0), ("0", 120, 100.0), ("0", 60, 130.0),  # a counter reset
+                                     ("1", 120, 100.0), ("1", 60, 160.0))]
     nodes += [{"Timestamp": NOW - timedelta(seconds=30), "Cluster": "aks-1", "instance": instance, "cpu": "",
                "metric": metric, "Value": value}
               for instance, metric, value in (("node-1", "node_memory_MemTotal_bytes", 64 * GIB),
@@ -201,6 +202,11 @@ def test_run_page_of_a_gone_rayjob_reads_the_recorded_history(boards: Any, kusto
     assert r.status_code == 404 and "Its Kubernetes objects are gone" not in r.text
     assert any('run_id == "ray-hist\\" or run_id != \\""' in q for q in kusto.endpoint.queries)
     assert boards.get(f"/portal/runs/{NAMESPACE}/never-ran").status_code == 404
+    detail = boards.get(f"/api/portal/runs/{NAMESPACE}/ray-hist").json()  # the API's durable tier
+    assert detail["durable"] is True and detail["run"]["status"] == "Complete"
+    assert [e["state"] for e in detail["history"]["events"]][-1] == "succeeded"
+    assert detail["diagnostics"]["history"] == "ready" and detail["diagnostics"]["pods"] == "not_configured"
+    assert boards.get(f"/api/portal/runs/{NAMESPACE}/never-ran").status_code == 404
     assert portal_factory(taugrid_cluster.cluster).get(f"/portal/runs/{NAMESPACE}/ray-hist").status_code == 404
     kusto.endpoint.down = True
     r = boards.get(f"/portal/runs/{NAMESPACE}/ray-hist")
