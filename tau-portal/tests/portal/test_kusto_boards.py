@@ -114,11 +114,17 @@ def kusto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackKusto]:
     fake.stop()
 
 
+def synced(portal: Any) -> Any:
+    """``portal`` once its watch cache holds every kind the pages here read (503 until then)."""
+    portal.wait("/api/portal/overview", lambda r: r.status_code == 200)
+    return portal
+
+
 @pytest.fixture
 def boards(taugrid_cluster: TauGridScenario, portal_factory: Any, kusto: LoopbackKusto) -> Any:
     kusto.endpoint.down = False
-    yield portal_factory(taugrid_cluster.cluster, cluster="aks-1", kusto=KustoConfig(endpoint=kusto.query_url),
-                         run_history=RunHistoryConfig(enabled=True))
+    yield synced(portal_factory(taugrid_cluster.cluster, cluster="aks-1", kusto=KustoConfig(endpoint=kusto.query_url),
+                                run_history=RunHistoryConfig(enabled=True)))
     kusto.endpoint.down = False
 
 
@@ -207,7 +213,8 @@ def test_run_page_of_a_gone_rayjob_reads_the_recorded_history(boards: Any, kusto
     assert [e["state"] for e in detail["history"]["events"]][-1] == "succeeded"
     assert detail["diagnostics"]["history"] == "ready" and detail["diagnostics"]["pods"] == "not_configured"
     assert boards.get(f"/api/portal/runs/{NAMESPACE}/never-ran").status_code == 404
-    assert portal_factory(taugrid_cluster.cluster).get(f"/portal/runs/{NAMESPACE}/ray-hist").status_code == 404
+    assert synced(portal_factory(taugrid_cluster.cluster)).get(f"/portal/runs/{NAMESPACE}/ray-hist").status_code \
+        == 404
     kusto.endpoint.down = True
     r = boards.get(f"/portal/runs/{NAMESPACE}/ray-hist")
     assert r.status_code == 502 and "durable run history query failed" in r.text
@@ -223,7 +230,7 @@ def test_ray_board_lists_recorded_rayjobs(boards: Any, taugrid_cluster: TauGridS
     assert boards.get(doc["history"][0]["historyPath"]).status_code == 200
     page = boards.get("/portal/ray")
     assert f'href="/portal/runs/{NAMESPACE}/ray-hist"' in page.text and 'data-state="available"' in page.text
-    live_only = portal_factory(taugrid_cluster.cluster).get("/api/portal/ray").json()
+    live_only = synced(portal_factory(taugrid_cluster.cluster)).get("/api/portal/ray").json()
     assert (live_only["historyState"], live_only["history"]) == ("live-only", [])
 
 
