@@ -288,3 +288,58 @@ def test_hook_tau_register_history_sources():
     assert [f.name for f in attrs.fields(LifecycleRow)] == [c.name for c in LIFECYCLE_COLUMNS]
     with pytest.raises(ConfigError, match="no run-history source named 'kusto'"):
         history_source("kusto", host)
+
+
+def test_hook_tau_register_fleet_sources():
+    import pytest
+
+    from tau_core.errors import ConfigError
+    from tau_core.fleet import (
+        GPU_HEALTH_COLUMNS,
+        FleetQuery,
+        FleetSource,
+        GpuCost,
+        GpuSample,
+        fleet_source,
+        gpu_cost_query,
+        gpu_health_query,
+    )
+
+    class Memory:
+        def __init__(self, gpus):
+            self.gpus = gpus
+
+        def gpu_health(self, query):
+            return [g for g in self.gpus if not query.cluster or g.cluster == query.cluster]
+
+        def node_health(self, query):
+            return []
+
+        def gpu_cost(self, query):
+            return [GpuCost("ws", "ns", 1.5, None, 2.0, samples=3, gpu_hours_samples=3)]
+
+        def gpu_utilisation(self, query):
+            return []
+
+        def close(self):
+            pass
+
+    class P:
+        @hookimpl
+        def tau_register_fleet_sources(self, register):
+            register("memory", Memory)
+
+    host = _host(P())
+    source = fleet_source("memory", host, gpus=[GpuSample("c1", "node-1", "0", "gpu_utilization", 40.0),
+                                                GpuSample("c2", "node-9", "0", "gpu_utilization", 1.0)])
+    assert isinstance(source, FleetSource)
+    assert [g.instance for g in source.gpu_health(FleetQuery(cluster="c1"))] == ["node-1"]
+    assert source.gpu_cost(FleetQuery())[0].estimated_cost_usd is None  # a missing measure stays missing
+    with pytest.raises(ConfigError, match="no fleet telemetry source named 'kusto'"):
+        fleet_source("kusto", host)
+    # the generated queries quote every filter value and project exactly the declared columns
+    hostile = 'x" | take 100000 //'
+    kql = gpu_health_query(FleetQuery(window_seconds=60, cluster=hostile))
+    assert '| where Cluster == "x\\" | take 100000 //"' in kql and "ago(60s)" in kql
+    assert "| project " + ", ".join(c.name for c in GPU_HEALTH_COLUMNS) in kql
+    assert 'namespace == "a\\"b"' in gpu_cost_query(FleetQuery(namespace='a"b'))

@@ -114,12 +114,15 @@ class LogLine:
 @attrs.frozen
 class RunQuery:
     """Which run's lifecycle to read: ``run`` is its run id (the workload's name unless labelled otherwise);
-    empty reads every run of ``namespace`` (the Portal's Runs board)."""
+    empty reads every run of ``namespace`` (the Portal's Runs board).  ``resource_uid`` narrows to one workload
+    object and ``kind`` to one owning kind (``RayJob``: the Portal's Ray history timeline)."""
 
     run: str
     namespace: str = ""
     cluster: str = ""
     limit: int = 200
+    resource_uid: str = ""
+    kind: str = ""
 
 
 @attrs.frozen

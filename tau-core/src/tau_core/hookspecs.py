@@ -162,3 +162,21 @@ def tau_register_history_sources(register: Register) -> None:
     :func:`tau_core.history.history_source`; tau-kusto registers ``kusto`` (options ``endpoint``,
     ``database``, ``logs_database``, ``credential``).
     """
+
+
+@hookspec
+def tau_register_fleet_sources(register: Register) -> None:
+    """Register a fleet telemetry source: the GPU, node and cost samples the platform keeps (adx-mon → Kusto).
+
+    ``register(name, factory)``; ``factory(**options)`` returns a :class:`tau_core.fleet.FleetSource`:
+
+    * ``gpu_health(query: FleetQuery) -> list[GpuSample]``: the latest sample per GPU and metric (``GpuHealth()``);
+    * ``node_health(query) -> list[NodeSample]``: the window's CPU-idle and memory samples (``NodeHealth()``);
+    * ``gpu_cost(query) -> list[GpuCost]``: GPU-hours and estimated cost per workspace (``GpuCostHourly``);
+    * ``gpu_utilisation(query) -> list[GpuUtilisation]``: mean utilisation per GPU over the window;
+    * ``close()``.
+
+    The Portal's Cluster Health, Node utilisation and Cost boards pick a source by name with
+    :func:`tau_core.fleet.fleet_source`; tau-kusto registers ``kusto`` (options ``endpoint``, ``database``,
+    ``cost_database``, ``credential``).
+    """

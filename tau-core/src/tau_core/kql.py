@@ -201,11 +201,12 @@ CONTAINER_LOG_FIELDS = (("Cluster", "Resource", "cluster"), ("Namespace", "Resou
 
 
 def run_history_query(run: str, *, namespace: str = "", cluster: str = "", limit: int = 200,
-                      table: str = NAMES.lifecycle_table) -> str:
+                      table: str = NAMES.lifecycle_table, resource_uid: str = "", kind: str = "") -> str:
     """One run's (every run's, when ``run`` is empty) latest ``limit`` lifecycle rows, one per observation
-    (query-time dedup), newest first."""
+    (query-time dedup), newest first; ``resource_uid``/``kind`` narrow to one object / owning kind."""
     lines = [table] + ([f"| where run_id == {literal(run)}"] if run else [])
-    for column, value in (("namespace", namespace), ("cluster", cluster)):
+    for column, value in (("resource_uid", resource_uid), ("owning_resource_kind", kind), ("namespace", namespace),
+                          ("cluster", cluster)):
         if value:
             lines.append(f"| where {column} == {literal(value)}")
     lines += ["| summarize arg_max(observed_at, *) by cluster, namespace, durable_id, observation_id",

@@ -43,6 +43,7 @@ FAMILIES: dict[str, str] = {
     "gpu_class_rules": "tau_register_gpu_class_rules",
     "execution_backends": "tau_register_execution_backends",
     "history_sources": "tau_register_history_sources",
+    "fleet_sources": "tau_register_fleet_sources",
 }
 RENDER_KINDS = ("Job", "RayJob", "RayService", "Deployment")
 RESOLVER_KINDS = ("project", "workspace-connection", "workspace-defaults", "workload-profile", "reference")

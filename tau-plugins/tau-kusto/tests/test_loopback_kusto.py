@@ -64,3 +64,51 @@ def test_bearer_token_required_and_down_switch(kusto_up: LoopbackKusto) -> None:
     kusto_up.endpoint.down = True
     with pytest.raises(KustoServiceError):
         kusto_up.client().execute("Metrics", "LoopT | count")
+
+
+def test_function_calls_and_named_aggregates(kusto_up: LoopbackKusto) -> None:
+    """The subset the Portal's fleet queries need: ``F()`` expands a recorded function over a table, and
+    ``summarize N=agg(C), ... by K`` groups; anything beyond that still fails loudly."""
+    client = kusto_up.client()
+    client.execute_mgmt("Metrics", ".create-merge table LoopAgg (k:string, v:real)")
+    client.execute_mgmt("Metrics", ".create-or-alter function with (folder = 'x') LoopFn() {\nLoopAgg\n"
+                                   "| where v >= 0\n}")
+    kusto_up.store.ingest("LoopAgg", [{"k": "a", "v": 1.0}, {"k": "a", "v": 3.0}, {"k": "b", "v": None},
+                                      {"k": "b", "v": -5.0}], mapping=None, extent="agg")
+    got = kusto_up.query("LoopFn() | summarize S=sum(v), A=avg(v), M=max(v), N=count(), C=countif(isnotnull(v)) "
+                         "by k | order by k asc")
+    assert got == [{"k": "a", "S": 4.0, "A": 2.0, "M": 3.0, "N": 2, "C": 2}]
+    everything = kusto_up.query("LoopAgg | summarize N=count(), C=countif(isnotnull(v)), L=min(v) by k "
+                                "| order by k asc")
+    assert [(r["k"], r["N"], r["C"], r["L"]) for r in everything] == [("a", 2, 2, 1.0), ("b", 2, 1, -5.0)]
+    with pytest.raises(KustoServiceError, match="unsupported aggregate"):
+        client.execute("Metrics", "LoopAgg | summarize P=percentile(v, 50) by k")
+    with pytest.raises(KustoServiceError, match="could not be resolved to a function"):
+        client.execute("Metrics", "NoSuchFn() | take 1")
+
+
+def test_history_source_quotes_a_hostile_run_name(kusto_up: LoopbackKusto) -> None:
+    """A run name carrying KQL metacharacters stays one string literal: it matches nothing instead of widening
+    the query to every run."""
+    from datetime import UTC, datetime
+
+    from tau_core.history import LifecycleRow, RunQuery, lifecycle_json
+    from tau_core.kql import schema_commands
+    from tau_kusto.history import KustoHistory
+
+    for command in schema_commands("lifecycle"):
+        kusto_up.client().execute_mgmt("Metrics", command)
+    row = LifecycleRow(observed_at=datetime(2026, 1, 1, tzinfo=UTC), observation_id="o1", run_id="quoted-run",
+                       durable_id="c/ns/u1", namespace="ns", cluster="c", owning_resource_kind="RayJob",
+                       resource_uid="u1", state="running")
+    kusto_up.store.ingest("TauExpRunLifecycle", [lifecycle_json(row)], mapping=None, extent="hostile")
+    source = KustoHistory(kusto_up.query_url, credential=StaticToken())
+    try:
+        assert [r.state for r in source.run_history(RunQuery("quoted-run", kind="RayJob", resource_uid="u1"))] \
+            == ["running"]
+        for hostile in ('quoted-run" or run_id != "', "quoted-run' or 1 == 1 //", 'x"\n| take 1000 //'):
+            assert source.run_history(RunQuery(hostile)) == []
+            assert source.run_history(RunQuery("", resource_uid=hostile)) == []
+        assert source.run_history(RunQuery("quoted-run", kind="Job")) == []
+    finally:
+        source.close()

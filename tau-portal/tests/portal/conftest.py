@@ -104,9 +104,9 @@ def serve(app: Any) -> Iterator[Served]:
 XSS = "<img src=x onerror=alert(1)>"
 
 
-def make_portal(cluster: Any, tmp: Path, **overrides: Any) -> Iterator[Served]:
+def make_portal(sim: Any, tmp: Path, /, **overrides: Any) -> Iterator[Served]:
     tmp.mkdir(parents=True, exist_ok=True)
-    kubeconfig = portal_kubeconfig(cluster, tmp)
+    kubeconfig = portal_kubeconfig(sim, tmp)
     app_options = {k: overrides.pop(k) for k in ("directory", "ray_upstream", "kueueviz_upstream", "cache_options") if k in overrides}
     config = PortalConfig(kubeconfig=str(kubeconfig), refresh_seconds=0.5, **overrides)
     yield from serve(create_app(config, **app_options))
@@ -170,8 +170,8 @@ def portal_factory(tmp_path: Path) -> Iterator[Any]:
     """``portal_factory(cluster, **config)``: another served Portal (stopped after the test)."""
     stack: list[Iterator[Served]] = []
 
-    def make(cluster: Any, **overrides: Any) -> Served:
-        gen = make_portal(cluster, tmp_path / f"p{len(stack)}", **overrides)
+    def make(sim: Any, /, **overrides: Any) -> Served:  # positional: ``cluster=`` is a Portal setting
+        gen = make_portal(sim, tmp_path / f"p{len(stack)}", **overrides)
         stack.append(gen)
         return next(gen)
 

@@ -282,9 +282,11 @@ def test_managed_pages_need_an_identity_and_stay_in_scope(managed, make_job, pop
     assert page.status_code == 401 and "authenticated viewer identity is required" in page.text
     alice = {USER: "alice@example.com"}
     populated.cluster.store.create(make_job("other-queue", labels={"kueue.x-k8s.io/queue-name": "other"}))
-    # once the watch has delivered the job (404 until then), it is out of Alice's scope: 403, and not listed
-    denied = managed.wait("/api/portal/runs/aurora/other-queue", lambda r: r.status_code != 404, headers=alice)
-    assert denied.status_code == 403
+    # once the cache has synced (503 until then) and the watch has delivered the job (404 until then), it is out
+    # of Alice's scope: 403, and not listed
+    denied = managed.wait("/api/portal/runs/aurora/other-queue", lambda r: r.status_code not in (404, 503),
+                          headers=alice)
+    assert denied.status_code == 403, denied.text
     ok = managed.wait("/portal/runs", lambda r: r.status_code == 200, headers=alice)
     assert "runs-1" in ok.text and "other-queue" not in ok.text
     assert managed.get("/api/portal/runs/aurora/runs-1", headers=alice).status_code == 200

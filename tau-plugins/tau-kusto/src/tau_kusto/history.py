@@ -63,7 +63,7 @@ class KustoHistory:
 
     def run_history(self, query: RunQuery) -> list[LifecycleRow]:
         kql = run_history_query(query.run, namespace=query.namespace, cluster=query.cluster, limit=query.limit,
-                                table=self.table)
+                                table=self.table, resource_uid=query.resource_uid, kind=query.kind)
         rows = [lifecycle_row(r) for r in self._query(self.database, kql)]
         return sorted(rows, key=event_order)
 

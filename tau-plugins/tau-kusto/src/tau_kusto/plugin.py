@@ -1,4 +1,4 @@
-"""Registers the Kusto telemetry sink and history source (import-light: the targets are strings)."""
+"""Registers the Kusto telemetry sink, history source and fleet source (import-light: the targets are strings)."""
 
 from tau_core.hookspecs import Register, hookimpl
 
@@ -14,3 +14,9 @@ def tau_register_telemetry_sinks(register: Register) -> None:
 def tau_register_history_sources(register: Register) -> None:
     register("kusto", "tau_kusto.history:KustoHistory",
              help="Run lifecycle, metric points and container logs read back from Azure Data Explorer.")
+
+
+@hookimpl
+def tau_register_fleet_sources(register: Register) -> None:
+    register("kusto", "tau_kusto.fleet:KustoFleet",
+             help="GPU health, node utilisation and GPU cost samples read back from Azure Data Explorer.")

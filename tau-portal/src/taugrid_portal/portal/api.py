@@ -14,16 +14,14 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from taugrid_portal.portal import boards, runs
+from taugrid_portal.portal import boards, kusto_api, runs
 from taugrid_portal.portal.cache import WatchCache
 from taugrid_portal.portal.directory import Scope
-from taugrid_portal.portal.history import durable_runs
+from taugrid_portal.portal.history import durable_runs, ray_history
 from taugrid_portal.portal.scoping import authorized, redirect_url, viewer
 from taugrid_portal.portal.state import (
     JOBS_DISABLED,
     NO_KUBE,
-    NO_KUSTO,
-    NO_KUSTO_BOARDS,
     BoardError,
     PortalState,
     scoped,
@@ -107,8 +105,9 @@ def make_routes(state: PortalState) -> list[Any]:
     async def ray(request: Request) -> Response:
         return respond(state, request, "ray", boards.RAY_KEYS,
                        lambda scope, cache: {"namespace": scope.namespace,
-                                             "clusters": boards.ray_clusters(cache, scope.namespace)},
-                       lambda d: not d["clusters"])
+                                             "clusters": boards.ray_clusters(cache, scope.namespace),
+                                             **ray_history(state.config, scope.namespace, scope.cluster)},
+                       lambda d: not (d["clusters"] or d["history"]))
 
     async def jobs(request: Request) -> Response:
         return jobs_response(state, request)
@@ -117,11 +116,6 @@ def make_routes(state: PortalState) -> list[Any]:
         from taugrid_portal.portal.detail import detail_response
 
         return await detail_response(state, request)
-
-    async def kusto_board(request: Request) -> Response:
-        board = request.url.path.rsplit("/", 1)[-1]
-        names = {"cluster": "cluster", "cost": "cost", "nodeutil": "node utilization"}
-        return error_response(unavailable(f"{names[board]} board unavailable: {kusto_reason(config)}"))
 
     methods = ["GET", "HEAD"]
     return [
@@ -133,17 +127,8 @@ def make_routes(state: PortalState) -> list[Any]:
         Route("/api/portal/jobs", jobs, methods=methods),
         Route("/api/portal/nodes", nodes, methods=methods),
         Route("/api/portal/ray", ray, methods=methods),
-        Route("/api/portal/cluster", kusto_board, methods=methods),
-        Route("/api/portal/cost", kusto_board, methods=methods),
-        Route("/api/portal/nodeutil", kusto_board, methods=methods),
+        *kusto_api.make_routes(state),
     ]
-
-
-def kusto_reason(config: Any) -> str:
-    """Why the Kusto boards answer 503: no Kusto configured, or (configured) not served by this build yet."""
-    if config.kusto.configured:
-        return NO_KUSTO_BOARDS
-    return NO_KUSTO
 
 
 def board_list(state: PortalState, workspace: str) -> list[dict[str, Any]]:
@@ -161,10 +146,10 @@ def overview_response(state: PortalState, request: Request) -> Response:
     def build(scope: Scope, cache: WatchCache) -> dict[str, Any]:
         run_rows = runs.runs_board(cache, scope)["runs"]
         cards = boards.overview_cards(cache, scope, run_rows)
-        cards.update({"fleetUnavailable": "", "healthUnavailable": kusto_reason(state.config),
-                      "costUnavailable": kusto_reason(state.config),
-                      "queueUnavailable": "" if state.config.jobs_scope_mode != "disabled"
+        cards.update({"fleetUnavailable": "", "queueUnavailable": "" if state.config.jobs_scope_mode != "disabled"
                       else "computed Jobs board disabled", "rayUnavailable": ""})
+        if request.query_params.get("view") != "workloads":
+            cards.update(kusto_api.overview_cards(state, scope))
         running = [{"job": r["name"], "name": r["name"], "namespace": r["namespace"], "runId": r["runId"],
                     "queue": r["queue"], "experimentPath": r["experimentPath"],
                     "experimentTracking": r["experimentTracking"]} for r in run_rows if r["status"] == "Running"]
@@ -180,8 +165,7 @@ def overview_response(state: PortalState, request: Request) -> Response:
         except BoardError as exc:
             return error_response(exc)
         body = {"boards": board_list(state, scope.workspace), "cards": {
-            "fleetUnavailable": NO_KUBE, "healthUnavailable": kusto_reason(state.config),
-            "costUnavailable": kusto_reason(state.config),
+            "fleetUnavailable": NO_KUBE, **kusto_api.overview_cards(state, scope),
             "queueUnavailable": NO_KUBE, "rayUnavailable": NO_KUBE}, "running": [],
             "runningUnavailable": NO_KUBE}
         return JSONResponse(scoped(body, scope, None, (), True), headers=NO_STORE)

@@ -131,9 +131,12 @@ def run(config: PortalConfig, directory: Directory | None) -> None:
     if not config.kusto.configured:
         click.echo("note: Cluster Health, Cost, and Node Utilization boards disabled (no Kusto query command)",
                    err=True)
+    elif not config.kusto.endpoint:
+        click.echo("note: Cluster Health, Cost, and Node Utilization boards disabled (they read through "
+                   "--kusto-endpoint, not --kusto-query-command)", err=True)
     else:
-        click.echo("note: Cluster Health, Cost, and Node Utilization boards answer 503 in this build (Kusto is "
-                   "configured, the boards arrive with durable run history)", err=True)
+        click.echo(f"note: Cluster Health, Cost, and Node Utilization boards read Kusto at {config.kusto.endpoint} "
+                   f"({config.kusto.database}, cost in {config.kusto.cost_database})", err=True)
     sock = bind(config.host, config.port)
     app = create_app(config, directory=directory)
     click.echo(f"serving taugrid-portal portal at {url_for(sock, '/portal')}", err=True)

@@ -69,8 +69,27 @@ async def detail_document(state: PortalState, request: Request) -> dict[str, Any
     return scoped(doc, scope, cache, runs.DETAIL_KEYS, False)
 
 
+async def durable_document(state: PortalState, request: Request, missing: BoardError) -> dict[str, Any]:
+    """The detail of a run whose workload is gone: its recorded row and transitions (``durable: true``), or
+    ``missing`` when durable history is off or holds nothing for it."""
+    from taugrid_portal.portal.kusto_pages import durable_run_page
+
+    page = await durable_run_page(state, request, missing)
+    scope = state.scope(request.query_params, request.headers, allow_override=("namespace",))
+    doc = {"run": page["data"]["run"], "durable": True, "history": {"events": page["timeline"]["events"]},
+           "diagnostics": {"workloads": "not_configured", "pods": "not_configured", "events": "not_configured",
+                           "logs": "not_configured", "history": "ready"}}
+    return scoped(doc, scope, None, (), False)
+
+
 async def detail_response(state: PortalState, request: Request) -> Response:
     try:
-        return JSONResponse(await detail_document(state, request), headers={"Cache-Control": "no-store"})
+        try:
+            doc = await detail_document(state, request)
+        except BoardError as exc:
+            if exc.status != 404:
+                raise
+            doc = await durable_document(state, request, exc)
+        return JSONResponse(doc, headers={"Cache-Control": "no-store"})
     except BoardError as exc:
         return JSONResponse(exc.body, status_code=exc.status, headers={"Cache-Control": "no-store"})

@@ -9,6 +9,7 @@ durable-only rows.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 
@@ -58,3 +59,13 @@ def durable_row(row: LifecycleRow) -> dict[str, Any]:
             "durableId": row.durable_id, "source": "durable", "status": STATUS.get(row.state, row.state),
             "created": created, "age": "", "queue": row.local_queue, "experimentTracking": row.experiment_tracking,
             "experimentPath": "", "executionTarget": "", "attempt": None, "historyReason": row.reason}
+
+
+def ray_history(config: Any, namespace: str, cluster: str) -> dict[str, Any]:
+    """The Ray board's durable tier: the recorded RayJobs (latest row each, deleted ones included), each with
+    the path of its timeline, and the same ``historyState`` words as the Runs board."""
+    durable = durable_runs(config, namespace, cluster)
+    rows = [{**durable_row(r), "historyPath": f"/api/portal/ray/history/{quote(r.resource_uid, safe='')}"}
+            for r in durable.latest if r.owning_resource_kind == "RayJob" and r.resource_uid]
+    rows.sort(key=lambda r: (r["created"], r["name"]), reverse=True)
+    return {"historyState": durable.state, "historyDiagnostic": durable.diagnostic, "history": rows}

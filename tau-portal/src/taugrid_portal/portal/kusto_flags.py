@@ -1,7 +1,7 @@
 """The Kusto, run-history and Stellar-tuning flags of ``portal serve`` (reference §1.3.2 and §1.4).
 
-The boards that read Kusto (Cluster Health, Node utilisation, Cost, durable run history) belong to the
-durable-history issue; until then they answer 503.  The flags are nevertheless the charts' contract, so they
+The boards that read Kusto (Cluster Health, Node utilisation, Cost: :mod:`.kusto_api`; durable run history:
+:mod:`.history`) take their endpoint and databases from here.  The flags are the charts' contract, so they
 parse, are validated here once, and travel in a typed :class:`KustoConfig` / :class:`RunHistoryConfig`.
 Import-light: click and attrs only.
 """
@@ -46,7 +46,7 @@ def parse_duration(flag: str, text: str) -> float:
 
 @attrs.frozen
 class KustoConfig:
-    """Where the Kusto-backed boards and the Kusto Stellar source would read (typed; no board uses it yet)."""
+    """Where the Kusto-backed boards and the Kusto Stellar source read (typed)."""
 
     endpoint: str | None = None
     database: str = "Metrics"

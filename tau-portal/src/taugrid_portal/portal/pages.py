@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from taugrid_portal.portal import boards, runs
-from taugrid_portal.portal.api import NO_STORE, board_list, jobs_builder, kusto_reason
+from taugrid_portal.portal.api import NO_STORE, board_list, jobs_builder
 from taugrid_portal.portal.state import BoardError, PortalState
 
 HERE = Path(__file__).parent
@@ -89,12 +89,6 @@ class _Pages:
             return Response("not found", status_code=404, media_type="text/plain")
         return Response(self.static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
-    async def kusto_board(self, request: Request) -> Response:
-        board = request.url.path.rsplit("/", 1)[-1]
-        title = {"cluster": "Cluster Health", "cost": "Cost"}[board]
-        return self.render(request, "unavailable.html", status=503, title=title,
-                           unavailable=f"{title.lower()} board unavailable: {kusto_reason(self.state.config)}")
-
     async def kueueviz_board(self, request: Request) -> Response:
         return RedirectResponse("/api/portal/kueueviz/", status_code=302)
 
@@ -121,8 +115,8 @@ def make_routes(state: PortalState) -> list[Any]:
         Route("/portal/ray", guarded("ray.html", build["ray_page"], boards.RAY_KEYS), methods=methods),
         Route("/portal/experiments", guarded("experiments.html", build["experiments_page"]), methods=methods),
         Route("/portal/static/{name}", pages.static_file, methods=methods),
-        Route("/portal/cluster", pages.kusto_board, methods=methods),
-        Route("/portal/cost", pages.kusto_board, methods=methods),
+        Route("/portal/cluster", guarded("cluster.html", build["cluster_page"]), methods=methods),
+        Route("/portal/cost", guarded("cost.html", build["cost_page"]), methods=methods),
         *([Route("/portal/kueueviz", pages.kueueviz_board, methods=methods)] if state.config.kueueviz else []),
     ]
 
@@ -149,18 +143,41 @@ def _builders(state: PortalState) -> dict[str, Any]:
 
     async def run_page(request: Request) -> dict[str, Any]:
         from taugrid_portal.portal.detail import detail_document
+        from taugrid_portal.portal.kusto_pages import durable_run_page, ray_timeline
 
-        doc = await detail_document(state, request)
+        try:
+            doc = await detail_document(state, request)
+        except BoardError as exc:
+            if exc.status != 404:
+                raise
+            return await durable_run_page(state, request, exc)
         return {"data": doc, "api": f"/api/portal/runs/{request.path_params['namespace']}/"
-                                    f"{request.path_params['name']}"}
+                                    f"{request.path_params['name']}",
+                "timeline": await ray_timeline(state, request, doc["run"])}
+
+    async def cluster_page(request: Request) -> dict[str, Any]:
+        from taugrid_portal.portal.kusto_pages import cluster_context
+
+        return await cluster_context(state, request)
+
+    async def cost_page(request: Request) -> dict[str, Any]:
+        from taugrid_portal.portal.kusto_api import board_document
+
+        return {"data": await board_document(state, request, "cost")}
 
     async def nodes_page(request: Request) -> dict[str, Any]:
         scope = scope_of(request)
         return {"data": boards.nodes_board(state.require(boards.NODE_KEYS, "nodes"), scope)}
 
     async def ray_page(request: Request) -> dict[str, Any]:
+        import anyio
+
+        from taugrid_portal.portal.history import ray_history
+
         scope = scope_of(request)
-        return {"data": {"clusters": boards.ray_clusters(state.require(boards.RAY_KEYS, "ray"), scope.namespace)}}
+        clusters = boards.ray_clusters(state.require(boards.RAY_KEYS, "ray"), scope.namespace)
+        history = await anyio.to_thread.run_sync(ray_history, state.config, scope.namespace, scope.cluster)
+        return {"data": {"clusters": clusters, **history}}
 
     async def jobs_page(request: Request) -> dict[str, Any]:
         build = jobs_builder(state, request)
@@ -179,4 +196,5 @@ def _builders(state: PortalState) -> dict[str, Any]:
         return {"data": doc, "workspace": scope.workspace}
 
     return {"overview": overview, "runs_page": runs_page, "run_page": run_page, "nodes_page": nodes_page,
-            "ray_page": ray_page, "jobs_page": jobs_page, "experiments_page": experiments_page}
+            "ray_page": ray_page, "jobs_page": jobs_page, "experiments_page": experiments_page,
+            "cluster_page": cluster_page, "cost_page": cost_page}

@@ -14,7 +14,6 @@ from taugrid_portal.portal.scoping import ScopeError, resolve
 
 NO_KUBE = "portal started without Kubernetes access"
 NO_KUSTO = "portal started without a Kusto query command"
-NO_KUSTO_BOARDS = "the Kusto-backed boards are not served by this build yet (they arrive with durable run history)"
 MEMO_SECONDS = 5
 JOBS_DISABLED = ("jobs board unavailable: no Jobs scope mode is configured; set --jobs-scope-mode "
                  "(Helm: portal.jobs.scopeMode) to workspace or operator")

@@ -120,7 +120,7 @@ def build_app(endpoint: KustoEndpoint) -> Starlette:
             return got
         endpoint.queries.append(got[1])
         try:
-            columns, rows = run_query(endpoint.store, got[1])
+            columns, rows = run_query(endpoint.store, got[1], endpoint.functions)
         except KustoFakeError as exc:
             return _error(exc.status, exc.code, str(exc))
         return JSONResponse(v2_frames(columns, rows))

@@ -6,8 +6,12 @@ A query is ``Table | op | op ...``; each operator wraps the previous step in a S
   ``where C startswith LIT`` (case-insensitive, as in Kusto), ``where C matches regex LIT`` (Python ``re``);
   several predicates joined by ``and``.  LIT is a double- or single-quoted string or a number.
 * ``extend N = tostring(C.key)`` (a key of a dynamic column).
-* ``summarize arg_max(C, *) by K1, K2`` (the query-time dedup), ``summarize count() by K...``, ``count``.
+* ``summarize arg_max(C, *) by K1, K2`` (the query-time dedup), ``summarize count() by K...``, ``count``, and
+  named aggregates ``summarize N=sum(C), N=avg(C), N=min(C), N=max(C), N=count(), N=countif(isnotnull(C)) by K...``.
 * ``project C1, C2``, ``order by C [asc|desc], ...`` (``sort by`` too), ``take N`` / ``limit N``.
+
+The source is a table, or ``F()``: a function created with ``.create-or-alter function F() { BODY }`` whose
+BODY is itself a query of this subset over a table; the call is expanded in place (no parameters, one level).
 
 Anything else raises :class:`~tau_testing.kusto.store.KustoFakeError` (a ``BadRequest_SyntaxError``), so a
 query outside the subset fails loudly instead of answering something plausible.
@@ -35,6 +39,9 @@ _IN = re.compile(rf"^({_IDENT})\s+in\s*\(\s*({_LIT}(?:\s*,\s*{_LIT})*)\s*\)$")
 _EXTEND = re.compile(rf"^extend\s+({_IDENT})\s*=\s*tostring\(\s*({_IDENT})\.({_IDENT})\s*\)$")
 _ARGMAX = re.compile(rf"^summarize\s+arg_max\(\s*({_IDENT})\s*,\s*\*\s*\)\s+by\s+(.+)$")
 _COUNT_BY = re.compile(r"^summarize\s+count\(\)(?:\s+by\s+(.+))?$")
+_AGG = re.compile(rf"^({_IDENT})\s*=\s*(sum|avg|min|max|count|countif)\(\s*(?:isnotnull\(\s*)?({_IDENT})?\s*\)?\s*\)$")
+_AGG_SQL = {"sum": "SUM", "avg": "AVG", "min": "MIN", "max": "MAX"}
+_CALL = re.compile(rf"^({_IDENT})\(\s*\)$")
 _ORDER = re.compile(r"^(?:order|sort)\s+by\s+(.+)$")
 _TAKE = re.compile(r"^(?:take|limit)\s+(\d+)$")
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -126,6 +133,8 @@ def _operator(op: str, step: Step) -> Step:
         inner = f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {by} ORDER BY \"{step.need(m.group(1))}\" DESC) AS __rn " \
                 f"FROM ({step.sql})"
         return Step(f"SELECT {step.select()} FROM ({inner}) WHERE __rn = 1", step.params, step.columns)
+    if op.startswith("summarize ") and "=" in op.split(" by ", 1)[0]:
+        return _aggregate(op[len("summarize "):], step)
     if op == "count" or (m := _COUNT_BY.match(op)):
         keys: list[str] = _names(m.group(1), step) if op != "count" and m and m.group(1) else []
         cols = {k: step.columns[k] for k in keys}
@@ -148,10 +157,58 @@ def _operator(op: str, step: Step) -> Step:
     raise KustoFakeError(f"unsupported operator in the loopback KQL subset: {op!r}")
 
 
-def run_query(store: Store, query: str) -> tuple[list[tuple[str, str]], list[list[Any]]]:
-    """(columns, rows) of a query in the subset."""
+def _aggregate(body: str, step: Step) -> Step:
+    """``N=agg(C), ... [by K, ...]``: one SQL ``GROUP BY``; ``countif(isnotnull(C))`` counts non-null values."""
+    aggs, _, by = body.partition(" by ")
+    keys = _names(by, step) if by.strip() else []
+    cols = {k: step.columns[k] for k in keys}
+    exprs = []
+    for term in re.split(r",\s*(?![^()]*\))", aggs):
+        m = _AGG.match(term.strip())
+        if m is None or (m.group(2) != "count" and m.group(3) is None) or \
+                (m.group(2) == "countif" and "isnotnull" not in term):
+            raise KustoFakeError(f"unsupported aggregate in the loopback KQL subset: {term.strip()!r}")
+        name, func, col = m.group(1), m.group(2), m.group(3)
+        if func == "count":
+            exprs.append(f'COUNT(*) AS "{name}"')
+            cols[name] = "long"
+        elif func == "countif":
+            exprs.append(f'COUNT("{step.need(col)}") AS "{name}"')
+            cols[name] = "long"
+        else:
+            exprs.append(f'{_AGG_SQL[func]}("{step.need(col)}") AS "{name}"')
+            cols[name] = "real" if func == "avg" else step.columns[col]
+    group = f" GROUP BY {', '.join(chr(34) + k + chr(34) for k in keys)}" if keys else ""
+    select = ", ".join([f'"{k}"' for k in keys] + exprs)
+    return Step(f"SELECT {select} FROM ({step.sql}){group}", step.params, cols)
+
+
+def _function_body(command: str) -> str:
+    """The body of a recorded ``.create-or-alter function F() { BODY }`` command."""
+    start, end = command.find("{"), command.rfind("}")
+    if start < 0 or end < start:
+        raise KustoFakeError("a recorded function has no body", "SEM0100")
+    return command[start + 1:end]
+
+
+def _expand(parts: list[str], functions: dict[str, str]) -> list[str]:
+    m = _CALL.match(parts[0].strip())
+    if m is None:
+        return parts
+    if m.group(1) not in functions:
+        raise KustoFakeError(f"'{m.group(1)}' could not be resolved to a function", "SEM0100")
+    body = [ln for ln in _function_body(functions[m.group(1)]).splitlines() if not ln.strip().startswith("//")]
+    inner = split_pipes("\n".join(body))
+    if _CALL.match(inner[0].strip()):
+        raise KustoFakeError("the loopback endpoint expands one level of function calls only")
+    return inner + parts[1:]
+
+
+def run_query(store: Store, query: str,
+              functions: dict[str, str] | None = None) -> tuple[list[tuple[str, str]], list[list[Any]]]:
+    """(columns, rows) of a query in the subset; ``functions`` maps a function name to its creating command."""
     lines = [ln for ln in query.splitlines() if not ln.strip().startswith("//")]
-    parts = split_pipes("\n".join(lines))
+    parts = _expand(split_pipes("\n".join(lines)), functions or {})
     source = parts[0].strip()
     if not re.fullmatch(_IDENT, source):
         raise KustoFakeError(f"the loopback endpoint queries one table by name, got {source!r}")
