@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from lifecycle_support import NS, RETRY, is_retry, write_target
 
@@ -121,6 +122,31 @@ def _shim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SIDECAR_MAIN}" "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+@contextlib.contextmanager
+def _served(app: Any) -> Iterator[str]:
+    """``app`` on a real uvicorn server on a loopback port."""
+    import time
+
+    import uvicorn
+
+    from taugrid_portal.stellar.server import bind, url_for
+
+    sock = bind("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the Portal did not start"
+        time.sleep(0.05)
+    try:
+        yield url_for(sock)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 def _portal(*args: str) -> tuple[int, str, str]:
@@ -225,8 +251,6 @@ def test_a_run_leaves_a_complete_history(taugrid_factory: Any, tau_cli: Any, tau
     _status_and_logs(scenario, tau_cli, kusto)
 
     # the Portal's runs board: a durable-only row, historyState available
-    from starlette.testclient import TestClient
-
     from taugrid_portal.portal.app import create_app
     from taugrid_portal.portal.config import PortalConfig
     from taugrid_portal.portal.kusto_flags import KustoConfig, RunHistoryConfig
@@ -234,9 +258,9 @@ def test_a_run_leaves_a_complete_history(taugrid_factory: Any, tau_cli: Any, tau
     config = PortalConfig(kubeconfig=str(admin), refresh_seconds=0.5, kusto=KustoConfig(endpoint=kusto.query_url),
                           run_history=RunHistoryConfig(enabled=True))
     answers: list[Any] = []
-    with TestClient(create_app(config), base_url="http://127.0.0.1") as client:
+    with _served(create_app(config)) as url:
         def listed() -> bool:  # the board answers once its first refresh is done
-            answers.append(client.get("/api/portal/runs"))
+            answers.append(httpx.get(f"{url}/api/portal/runs", timeout=30))
             return answers[-1].status_code == 200 and any(r["name"] == "hist" for r in answers[-1].json()["runs"])
 
         cluster.wait_for(listed, timeout=WAIT, interval=0.5)
