@@ -8,11 +8,10 @@ Stellar charts its metrics from Kusto.  Finally every ingested Kusto row is sear
 value and its log content: none is there.
 
 Real parts: the simulator's API server, the retry loop of ``tau run``, the rendered wrapper and the rendered
-sidecar of the successful attempt run as local processes by the process kubelet (the sidecar's
-``taugrid-portal`` is the real CLI, started through ``sidecar_main.py`` so that it signs in with the loopback
-token instead of a workload identity), the loopback Kusto endpoint with Azurite and the real azure-kusto
-clients.  The first attempt's OOM is scripted: with the sidecar a regular container, a really OOM-killed main
-container would leave the pod running (see the report of this change).
+native sidecar of both attempts run as local processes by the process kubelet (the first attempt really
+outgrows its memory limit and is OOM-killed; the sidecar's ``taugrid-portal`` is the real CLI, started through
+``sidecar_main.py`` so that it signs in with the loopback token instead of a workload identity), the loopback
+Kusto endpoint with Azurite and the real azure-kusto clients.
 """
 
 from __future__ import annotations
@@ -32,14 +31,13 @@ from typing import Any
 
 import httpx
 import pytest
-from lifecycle_support import NS, RETRY, is_retry, write_target
+from lifecycle_support import NS, RETRY, write_target
 
 from tau_core.hookspecs import hookimpl
 from tau_core.kql import schema_commands
 from tau_testing.kusto import LoopbackKusto, StaticToken, start_kusto
 from tau_testing.paths import repo_root
 from tau_testing.sim.scenarios.taugrid import NAMESPACE, RESULT_PVC, TauGridScenario
-from tau_testing.sim.scripts import PodScript, scripts_of
 
 pytestmark = [pytest.mark.realclock, pytest.mark.slow]
 
@@ -50,7 +48,11 @@ SIDECAR_MAIN = repo_root() / "tau-plugins" / "tau-kusto" / "tests" / "sidecar_ma
 WAIT = 180.0  # a loaded machine starts python slowly; never asserted as a duration
 PROGRAM = f"""\
 import json, os, time
-print("training attempt=" + os.environ.get("TAU_RETRY_ATTEMPT", "0") + " {LOGMARK}", flush=True)
+attempt = os.environ.get("TAU_RETRY_ATTEMPT", "0")
+print("training attempt=" + attempt + " {LOGMARK}", flush=True)
+if attempt == "0":  # more than the container's memory limit: the kubelet OOM-kills it
+    block = b"x" * (400 * 1024 * 1024)
+    time.sleep(600)
 hist = os.path.join(os.environ["TAU_OUTPUT_DIR"], "h")
 os.makedirs(hist, exist_ok=True)
 rows = "".join(json.dumps({{"_step": s, "_timestamp": time.time(), "loss": 1.0 / (s + 1),
@@ -175,15 +177,12 @@ def _submit(scenario: TauGridScenario, tau_cli: Any, repo: Path, kusto: Loopback
     cluster.store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "train-secret",
                                                                            "namespace": NAMESPACE},
                           "type": "Opaque", "data": {"token": base64.b64encode(SECRET.encode()).decode()}})
-    first = lambda p: (p["metadata"].get("labels") or {}).get("job-name") == "hist" and not is_retry(p)  # noqa: E731
-    scripts_of(cluster).add(first, PodScript(run_seconds=3, oom=True, logs=["allocating"]))
-    cluster.process_kubelet.match = lambda p: not first(p)  # the retry (and the helper pods) run for real
     target = write_target(repo, "hist", extra=RETRY.format(on="OOMKilled") + (
         f"storage:\n  data_pvc: {RESULT_PVC}\n"
         "metrics:\n  history: [h/*.jsonl]\n  offload:\n    enabled: true\n"
         "experiment:\n  project: durable\n  name: proof\n"
         "run:\n  ttl_seconds_after_finished: 40\n"))
-    text = target.read_text()
+    text = target.read_text().replace("memory_limit: 1Gi", "memory_limit: 256Mi")
     target.write_text(text.replace("runtime:\n", "runtime:\n  env_secret:\n    API_TOKEN: train-secret:token\n", 1))
     (repo / "train.py").write_text(PROGRAM)
     return tau_cli("run", "hist", *NS, env={"TAU_METRICS_OFFLOAD_IMAGE": IMAGE,
@@ -204,12 +203,13 @@ def _status_and_logs(scenario: TauGridScenario, tau_cli: Any, kusto: LoopbackKus
     # tau logs: what the successful attempt printed, from the archive the wrapper wrote on the result PVC, found
     # where the recorder saw the run write (its Job is gone)
     archives = [p for p in scenario.volume.rglob("logs/hist-*-main.log") if LOGMARK in p.read_text()]
-    assert len(archives) == 1, list(scenario.volume.rglob("logs/*"))
+    assert len(archives) == 2, list(scenario.volume.rglob("logs/*"))  # one per attempt, the OOM-killed one too
     logs = tau_cli("logs", "hist", *NS, "--kusto-endpoint", kusto.query_url)
     assert logs.exit_code == 0, logs
-    assert f"training attempt=1 {LOGMARK}" in logs.stdout and "finished" in logs.stdout
+    assert f"training attempt=0 {LOGMARK}" in logs.stdout and f"training attempt=1 {LOGMARK}" in logs.stdout
+    assert "finished" in logs.stdout
     assert f"showing the logs archived on pvc/{RESULT_PVC}" in logs.stderr, logs.stderr
-    assert archives[0].name in logs.stderr
+    assert all(a.name in logs.stderr for a in archives)
 
 
 def test_a_run_leaves_a_complete_history(taugrid_factory: Any, tau_cli: Any, tau_plugins: Any, repo: Path,

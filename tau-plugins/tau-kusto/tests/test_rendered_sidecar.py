@@ -56,7 +56,7 @@ def _sidecar(tmp_path: Path, kusto: LoopbackKusto) -> dict[str, Any]:
                             env={"TAU_METRICS_OFFLOAD_IMAGE": IMAGE,
                                  "TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI": kusto.query_url})
     [job] = render(request)
-    return next(c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "metrics-offload")
+    return next(c for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"] == "metrics-offload")
 
 
 def _local(value: str, mounts: dict[str, Path]) -> str:
