@@ -82,6 +82,11 @@ ENV_VARS: Final[tuple[EnvVar, ...]] = (
     # rendering
     _cli("TAU_METRICS_OFFLOAD_IMAGE", "Digest-pinned `taugrid-portal` image for the metrics offload sidecar "
          "(required by `metrics.offload.enabled`)."),
+    _cli("TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI", "Kusto (ADX) cluster URI the metrics offload sidecar ships to "
+         "(platform policy; unset: no Kusto offload). The pod authenticates with its workload identity."),
+    _cli("TAU_METRICS_OFFLOAD_ADX_DATABASE", "Kusto database of the metrics offload sidecar.", "Metrics"),
+    _cli("TAU_METRICS_OFFLOAD_ADX_CLIENT_ID", "Client id of the workload identity the sidecar signs in with "
+         "(set as its `AZURE_CLIENT_ID`; an identifier, not a secret)."),
     _cli("TAU_TEAM", "Default `policy.team` of a run config; team segment of a `TAU_EXP_STORE_ROOT` store."),
     # the Python SDK
     _cli("TAU_BINARY", "The `tau` executable the Python SDK runs instead of calling the CLI in-process."),

@@ -21,6 +21,7 @@ from tau_core.rendering import (
     derived_id,
     experiment_identity,
     hardened_container_security,
+    is_placeholder,
     require_pinned,
     resolved_output,
 )
@@ -287,14 +288,16 @@ def metrics_offload(request: RenderRequest, *, pvc_mounted: bool) -> MetricsOffl
         return None
     output, image = _offload_preconditions(request, pvc_mounted)
     session = str(request.context.metrics_session_id or derived_id("metrics", request.name, request.submission_id))
+    kusto = offload_kusto(request)
     container: dict[str, Any] = {
         "name": METRICS_CONTAINER,
         "image": image,
         "command": ["taugrid-portal"],
-        "args": _offload_args(request, output, session),
+        "args": _offload_args(request, output, session) + (kusto.args if kusto else []),
         "env": [
             {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
             {"name": "TAU_EXP_STORE", "value": f"{METRICS_RUNTIME_DIR}/metrics/{session}/expstore"},
+            *(kusto.env if kusto else []),
         ],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
         "securityContext": hardened_container_security(),
@@ -363,6 +366,43 @@ def _offload_args(request: RenderRequest, output: str, session: str) -> list[str
     if endpoint:
         args += ["--remote-write-endpoint", endpoint]
     return [*args, "--status-artifact-uri", f"file://{output}"]
+
+
+@dataclass
+class OffloadKusto:
+    """The sidecar's Kusto settings: where to ship (args) and which workload identity to use (env); never a
+    credential: the pod authenticates with its workload identity."""
+
+    args: list[str]
+    env: list[dict[str, Any]]
+
+
+def offload_kusto(request: RenderRequest) -> OffloadKusto | None:
+    """Kusto offload when the platform's policy sets ``TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI`` (with
+    ``..._ADX_DATABASE``, default ``Metrics``, and ``..._ADX_CLIENT_ID``, the workload identity's client id)."""
+    from urllib.parse import urlsplit
+
+    env = request.env
+    uri = (env.get("TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI") or "").strip()
+    if not uri:
+        return None
+    parts = urlsplit(uri)
+    loopback = parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
+    if (parts.scheme != "https" and not loopback) or not parts.hostname or parts.username or parts.password \
+            or parts.query or parts.fragment or parts.path.strip("/"):
+        raise ConfigError(f"TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI {uri!r} must be an https:// Kusto cluster URI "
+                          "without path, query or credentials",
+                          hint="for example https://mycluster.westeurope.kusto.windows.net")
+    database = (env.get("TAU_METRICS_OFFLOAD_ADX_DATABASE") or "").strip() or "Metrics"
+    if not database.replace("_", "").replace("-", "").replace(".", "").isalnum():
+        raise ConfigError(f"TAU_METRICS_OFFLOAD_ADX_DATABASE {database!r} is not a Kusto database name",
+                          hint="letters, digits, '_', '-' and '.'")
+    args = ["--kusto-endpoint", uri.rstrip("/"), "--kusto-database", database]
+    namespace = request.context.namespace
+    if namespace and not is_placeholder(namespace):
+        args += ["--kusto-namespace", namespace]
+    client_id = (env.get("TAU_METRICS_OFFLOAD_ADX_CLIENT_ID") or "").strip()
+    return OffloadKusto(args, [{"name": "AZURE_CLIENT_ID", "value": client_id}] if client_id else [])
 
 
 def metrics_runtime_volume() -> dict[str, Any]:

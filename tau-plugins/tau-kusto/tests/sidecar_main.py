@@ -1,5 +1,5 @@
-"""``taugrid-portal`` as the sidecar runs it, with one test-only plugin: the ``kusto`` sink gets the loopback
-endpoint's token credential (a cluster uses workload identity; nothing else differs)."""
+"""``taugrid-portal`` as the sidecar runs it, with one test-only plugin: the ``kusto`` sink and history source get
+the loopback endpoint's token credential (a cluster uses workload identity; nothing else differs)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,16 @@ class LoopbackToken:
             from tau_testing.kusto import StaticToken
 
             return KustoSink(*args, credential=StaticToken(), **options)
+
+        register("kusto", factory, priority=10)
+
+    @hookimpl
+    def tau_register_history_sources(self, register: Register) -> None:
+        def factory(**options: Any) -> Any:
+            from tau_kusto.history import KustoHistory
+            from tau_testing.kusto import StaticToken
+
+            return KustoHistory(credential=StaticToken(), **options)
 
         register("kusto", factory, priority=10)
 

@@ -121,10 +121,11 @@ def test_credentials_workload_identity_tau_sign_in_or_a_clear_error(tmp_path: Pa
 
     from tau_core.azure_auth import TokenCredentialAdapter
     from tau_core.errors import ConfigError
+    from tau_kusto.auth import select_credential
     from tau_kusto.sink import default_credential
 
     with pytest.raises(ConfigError, match="no Azure sign-in for Kusto"):
-        default_credential({"TAU_CONFIG_DIR": str(tmp_path)})
+        select_credential({"TAU_CONFIG_DIR": str(tmp_path)}, which=lambda _: None)  # no az on this machine
     assert isinstance(default_credential({"TAU_CONFIG_DIR": str(tmp_path), "AZURE_TENANT_ID": "t1"}),
                       TokenCredentialAdapter)  # Tau's own sign-in (Azure CLI login or msal device code)
     token = tmp_path / "sa-token"

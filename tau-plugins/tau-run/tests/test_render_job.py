@@ -74,6 +74,11 @@ def pod(job: dict[str, Any]) -> dict[str, Any]:
     return job["spec"]["template"]["spec"]
 
 
+def offload_sidecar(job: dict[str, Any]) -> dict[str, Any]:
+    """The metrics-offload sidecar (a native sidecar: an init container that keeps running)."""
+    return next(c for c in pod(job).get("initContainers") or [] if c["name"] == "metrics-offload")
+
+
 def main(job: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in pod(job)["containers"] if c["name"] == "main")
 
@@ -311,8 +316,10 @@ def test_metrics_offload_sidecar(tmp_path: Path) -> None:
         "experiment:\n  project: portal-demo\n  name: ray-plus-stellar\n  group: default\n"
     )
     [job] = render(tmp_path, text, env={"TAU_METRICS_OFFLOAD_IMAGE": OFFLOAD_IMAGE})
-    sidecar = next(c for c in pod(job)["containers"] if c["name"] == "metrics-offload")
+    sidecar = offload_sidecar(job)
     assert sidecar["image"] == OFFLOAD_IMAGE
+    assert sidecar["restartPolicy"] == "Always"  # a native sidecar: the pod ends (and fails) with main
+    assert [c["name"] for c in pod(job)["containers"]] == ["main"]
     args = sidecar["args"]
     assert "--watch" in args and args[args.index("--experiment") + 1] == "ray-plus-stellar"
     assert args[args.index("--history") + 1] == "/data/runs/train/metrics-history-attempt-0/*.jsonl"
@@ -325,6 +332,40 @@ def test_metrics_offload_sidecar(tmp_path: Path) -> None:
         render(tmp_path, text)
     with pytest.raises(ConfigError, match="pinned"):
         render(tmp_path, text, env={"TAU_METRICS_OFFLOAD_IMAGE": "portal:latest"})
+
+
+def test_metrics_offload_sidecar_gets_the_platform_kusto_settings(tmp_path: Path) -> None:
+    text = BASE + (
+        "  workspace: taugrid-default\nstorage:\n  data_pvc: blob\n  output: /data/runs/train\n"
+        "metrics:\n  history: [h/*.jsonl]\n  offload:\n    enabled: true\n"
+        "experiment:\n  project: portal-demo\n  name: ray-plus-stellar\n"
+    )
+    policy = {"TAU_METRICS_OFFLOAD_IMAGE": OFFLOAD_IMAGE,
+              "TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI": "https://adx1.westeurope.kusto.windows.net/",
+              "TAU_METRICS_OFFLOAD_ADX_DATABASE": "Telemetry",
+              "TAU_METRICS_OFFLOAD_ADX_CLIENT_ID": "00000000-1111-2222-3333-444444444444",
+              "AZURE_CLIENT_SECRET": "never-rendered", "KUSTO_TOKEN": "never-rendered"}
+    [job] = render(tmp_path, text, env=policy, context={"namespace": "team-a"})
+    sidecar = offload_sidecar(job)
+    args = sidecar["args"]
+    assert args[args.index("--kusto-endpoint") + 1] == "https://adx1.westeurope.kusto.windows.net"
+    assert args[args.index("--kusto-database") + 1] == "Telemetry"
+    assert args[args.index("--kusto-namespace") + 1] == "team-a"
+    assert {"name": "AZURE_CLIENT_ID", "value": "00000000-1111-2222-3333-444444444444"} in sidecar["env"]
+    assert "never-rendered" not in json.dumps(job)  # only the identity's id; the pod signs in with it
+    # without the policy: no Kusto at all; the database defaults to Metrics
+    [plain] = render(tmp_path, text, env={"TAU_METRICS_OFFLOAD_IMAGE": OFFLOAD_IMAGE})
+    plain_sidecar = offload_sidecar(plain)
+    assert not any(a.startswith("--kusto") for a in plain_sidecar["args"])
+    assert not any(e["name"] == "AZURE_CLIENT_ID" for e in plain_sidecar["env"])
+    [default_db] = render(tmp_path, text, env={"TAU_METRICS_OFFLOAD_IMAGE": OFFLOAD_IMAGE,
+                                               "TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI": "https://adx1.kusto.windows.net"})
+    args = offload_sidecar(default_db)["args"]
+    assert args[args.index("--kusto-database") + 1] == "Metrics"
+    for bad in ("http://adx1.kusto.windows.net", "https://user:pw@adx1.kusto.windows.net", "https://adx1/db?x=1"):
+        with pytest.raises(ConfigError, match="TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI"):
+            render(tmp_path, text, env={"TAU_METRICS_OFFLOAD_IMAGE": OFFLOAD_IMAGE,
+                                        "TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI": bad})
 
 
 def test_secret_refs_never_values_and_redacted_in_client_dry_run(tmp_path: Path) -> None:

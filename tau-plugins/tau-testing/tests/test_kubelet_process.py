@@ -219,3 +219,22 @@ def test_on_failure_restarts_keep_the_previous_log(cluster: Any, tmp_path: Path)
     name = pod["metadata"]["name"]
     assert cluster.logs.read("team", name, "main") == ["second"]
     assert cluster.logs.read("team", name, "main", previous=True) == ["first"]
+
+
+@pytest.mark.parametrize(("script", "phase"), [("echo main done", "Succeeded"), ("exit 4", "Failed")])
+def test_a_native_sidecar_runs_beside_main_and_never_holds_the_pod(cluster: Any, tmp_path: Path, script: str,
+                                                                    phase: str) -> None:
+    """An init container with restartPolicy Always starts before main, keeps running, and is stopped (SIGTERM)
+    once main ends; the pod's phase is main's alone (Kubernetes' native sidecars)."""
+    marker = tmp_path / f"sidecar-{phase}"
+    # main waits for what the sidecar writes (as the rendered wrapper waits for the offload sidecar's ready file)
+    job = _job(f"side-{phase.lower()}", f'while ! test -f "{marker}.started"; do sleep 0.05; done; {script}')
+    job["spec"]["template"]["spec"]["initContainers"] = [{
+        "name": "sidecar", "image": "busybox", "restartPolicy": "Always",
+        "command": ["sh", "-c", f'trap "touch {marker}.stopped; exit 0" TERM; touch "{marker}.started"; '
+                                "while true; do sleep 0.1; done"]}]
+    cluster.store.create(job)
+    pod = _terminal(cluster, f"side-{phase.lower()}")
+    assert pod["status"]["phase"] == phase
+    assert _terminated(pod)["exitCode"] == (0 if phase == "Succeeded" else 4)  # main ran beside the sidecar
+    cluster.wait_for(lambda: Path(f"{marker}.stopped").exists(), timeout=WAIT)

@@ -3,7 +3,8 @@
 
 ``--addr HOST:PORT`` sets both; ``--workspace`` names the TauWorkspace the server serves (required for a
 Kusto source, optional for the local store); ``--source local|kusto|auto``; the Kusto and discovery flags of
-§1.3.2 are parsed and validated like the Portal's (a Kusto source is refused by this build).  The Stellar
+§1.3.2 are parsed and validated like the Portal's; a Kusto source reads the durable history through
+``--kusto-endpoint`` (:mod:`taugrid_portal.stellar.kusto`), scoped to ``--workspace``.  The Stellar
 commands themselves are left untouched: :func:`with_reference_flags` returns a copy of a command with these
 options, which it translates into the command's own ``host``/``port`` before calling it.
 """
@@ -40,12 +41,17 @@ def _translate(params: dict[str, Any], ctx: click.Context) -> dict[str, Any]:
         params["host"], params["port"] = parse_addr(addr)
     if workspace is not None and not _WORKSPACE.match(workspace):
         raise UsageError(f"--workspace {workspace!r} is not a workspace name (lowercase letters, digits, '-')")
-    if source == "kusto":
+    params["source"], params["kusto"] = source, None
+    if source == "kusto" or (source == "auto" and config.configured):
         if workspace is None:
-            raise UsageError("--source kusto needs --workspace", hint="Stellar refuses unscoped Kusto reads")
-        if not config.configured and config.metrics_file is None:
-            raise UsageError("--source kusto needs --kusto-query-command, --kusto-endpoint or --kusto-metrics-file")
-        raise UsageError("--source kusto is not available in this build yet", hint="use --source local")
+            raise UsageError(f"--source {source} needs --workspace", hint="Stellar refuses unscoped Kusto reads")
+        if not config.endpoint:
+            raise UsageError(f"--source {source} reads Kusto through --kusto-endpoint",
+                             hint="--kusto-query-command and --kusto-metrics-file are not supported by this build")
+        from taugrid_portal.stellar.kusto import KustoOrigin
+
+        params["kusto"] = KustoOrigin(config.endpoint, config.database, workspace=workspace,
+                                      max_rows=config.max_metric_rows)
     return params
 
 
@@ -69,7 +75,8 @@ def with_reference_flags(command: click.Command) -> click.Command:
         click.Option(["--workspace"], help="TauWorkspace this Stellar server serves; required for a Kusto "
                      "source, optional for the local store."),
         click.Option(["--source"], type=click.Choice(["local", "kusto", "auto"]), default="local",
-                     show_default=True, help="Where runs and metrics come from (auto: local here)."),
+                     show_default=True, help="Where runs and metrics come from (auto: the local store when the target "
+                     "is there, else Kusto)."),
     ]
     return click.Command(command.name, callback=run, params=[*command.params, *extra, *_kusto_params()],
                          help=command.help,

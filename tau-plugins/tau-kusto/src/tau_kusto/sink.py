@@ -16,9 +16,9 @@ When Kusto or its storage cannot be reached, the batch stays spooled and ``write
 none is lost.  Records may carry the metric file's identity in the tags :data:`FILE_ID_TAG` and
 :data:`FILE_PATH_TAG`; they become the ``metric_file_id`` / ``metric_file_path`` columns.
 
-Authentication (azure-identity): an explicit ``credential``; else workload identity in the cluster
-(``AZURE_FEDERATED_TOKEN_FILE``); else Tau's own sign-in (:func:`tau_core.azure_auth.signed_in_credential`: the
-Azure CLI login, or msal's device code on a laptop).  No credential, token or env value is ever written into
+Authentication (azure-identity): an explicit ``credential``; else :func:`tau_kusto.auth.select_credential`:
+workload identity in the cluster, Tau's own sign-in (an Azure CLI login for the tenant, or msal's device code)
+or the machine's Azure CLI login.  No credential, token or env value is ever written into
 a row.
 """
 
@@ -66,20 +66,11 @@ def ingest_endpoint_of(endpoint: str) -> str:
 
 
 def default_credential(env: Mapping[str, str] | None = None) -> Any:
-    """Workload identity in a pod, else Tau's sign-in; ``ConfigError`` when there is neither."""
-    env = os.environ if env is None else env
-    if env.get("AZURE_FEDERATED_TOKEN_FILE"):
-        from azure.identity import WorkloadIdentityCredential
+    """Workload identity in a pod, else Tau's sign-in, else the Azure CLI login (:mod:`tau_kusto.auth`);
+    ``ConfigError`` when there is none."""
+    from .auth import select_credential
 
-        return WorkloadIdentityCredential()
-    from tau_core.azure_auth import signed_in_credential
-
-    credential = signed_in_credential(env)
-    if credential is None:
-        raise ConfigError("no Azure sign-in for Kusto",
-                          hint="run `az login` (or `tau workspace connection` to sign in with a device code), "
-                               "or use workload identity in the cluster")
-    return credential
+    return select_credential(env)
 
 
 def _check_endpoint(endpoint: str) -> str:

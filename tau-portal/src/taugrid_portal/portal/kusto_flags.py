@@ -82,8 +82,9 @@ def _check_endpoint(endpoint: str) -> None:
     from urllib.parse import urlsplit
 
     parts = urlsplit(endpoint)
-    if parts.scheme != "https" or not parts.hostname or parts.username or parts.password or parts.query \
-            or parts.fragment:
+    loopback = parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
+    if (parts.scheme != "https" and not loopback) or not parts.hostname or parts.username or parts.password \
+            or parts.query or parts.fragment:
         raise UsageError(f"--kusto-endpoint {endpoint!r} must be an https:// cluster URL",
                          hint="for example --kusto-endpoint https://mycluster.westeurope.kusto.windows.net "
                               "(no credentials, query or fragment)")

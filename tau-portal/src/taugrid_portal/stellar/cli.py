@@ -63,6 +63,7 @@ Examples:
   taugrid-portal experiment stellar ray-plus-stellar --out stellar.html
   taugrid-portal experiment stellar run-042 -o tui
   taugrid-portal experiment stellar sweep -o json --max-points 500 | jq '.charts[0].rendered_points'
+  taugrid-portal experiment stellar train-7f2c --source kusto --kusto-endpoint https://adx... -o json
 """,
 )
 @click.argument("target")
@@ -74,24 +75,43 @@ Examples:
 @click.option("--max-points", type=int, metavar="N",
               help="Display points per series (1..12000). Default: 1200, less when the page has many series.")
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
+@click.option("--source", type=click.Choice(["local", "kusto", "auto"]), default="local", show_default=True,
+              help="Where to read: the local store, the durable history in Kusto, or auto (local when the "
+              "target is there, else Kusto).")
+@click.option("--kusto-endpoint", default=None, help="ADX endpoint of the durable history (--source kusto|auto).")
+@click.option("--kusto-database", default="Metrics", show_default=True, help="ADX database.")
 def stellar(target: str, output: str, out: str | None, metric: str | None,
-            max_points: int | None, store: str | None) -> None:
+            max_points: int | None, store: str | None, source: str, kusto_endpoint: str | None,
+            kusto_database: str) -> None:
     """Build a Stellar dashboard for an experiment, run group or run.
 
     TARGET is resolved as a run group, then a run, then an experiment. Charts show every
     metric across the target's runs with hover values, zoom, log scale, smoothing and a run
     filter; the run table shows state, summaries, config, artifacts, the command and the output
     directory. Points are downsampled deterministically for display ("N of M points shown");
-    the store keeps the full history.
+    the store keeps the full history. With --source kusto the runs and metrics come from the durable
+    history in Kusto (runs whose Kubernetes objects and local store are gone).
     """
+    from .kusto import KustoOrigin, choose, kusto_snapshot, local_has
     from .snapshot import build_snapshot, to_json
 
     if output == "html":
         from .html import vendor_assets
 
         vendor_assets()  # fail before any work when the chart bundle is missing
-    with _open(_store_path(store)) as s:
-        snap = build_snapshot(s, target, metric=metric, max_points=max_points)
+
+    def local() -> dict[str, Any]:
+        with _open(_store_path(store)) as s:
+            return {**build_snapshot(s, target, metric=metric, max_points=max_points), "source": "local"}
+
+    def in_local() -> bool:
+        with _open(_store_path(store)) as s:
+            return local_has(s, target)
+
+    origin = KustoOrigin(kusto_endpoint, kusto_database) if kusto_endpoint else None
+    snap = choose(source, origin, local, in_local,
+                  lambda o: kusto_snapshot(o, target, metric=metric, max_points=max_points),
+                  lambda line: click.echo(line, err=True))
     if output == "json":
         text = to_json(snap)
     elif output == "tui":
@@ -123,20 +143,22 @@ Examples:
 @click.option("--metric", help="Primary metric of the page --open shows.")
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
 def serve(host: str, port: int, default_target: str | None, open_browser: bool, metric: str | None,
-          store: str | None) -> None:
+          store: str | None, source: str = "local", kusto: Any = None) -> None:
     """Serve Stellar read-only over HTTP (/stellar, /api/stellar/snapshot, /api/stellar/series, /healthz)."""
     from .server import bind, url_for, warn_if_exposed
     from .server import serve as run_server
 
     path = _store_path(store)
-    _open(path).close()  # a missing or damaged store fails here, with its hint
+    if kusto is None or source == "local":
+        _open(path).close()  # a missing or damaged store fails here, with its hint
     warn_if_exposed(host)
     sock = bind(host, port)
-    click.echo(f"serving taugrid-portal experiment stellar at {url_for(sock)} (store={path})", err=True)
+    where = kusto.label if kusto is not None and source == "kusto" else f"store={path}"
+    click.echo(f"serving taugrid-portal experiment stellar at {url_for(sock)} ({where})", err=True)
     if open_browser:
         _open_later(url_for(sock, _page(default_target, metric)))
     try:
-        run_server(sock, path, default_target=default_target)
+        run_server(sock, path, default_target=default_target, source=source, kusto=kusto)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     finally:
@@ -158,14 +180,24 @@ Examples:
 @click.option("--browser/--no-browser", default=True, show_default=True, help="Open the default browser.")
 @click.option("--store", "store", metavar="DIR", help=STORE_HELP)
 def open_(target: str, host: str, port: int, metric: str | None, browser: bool,
-          store: str | None) -> None:
+          store: str | None, source: str = "local", kusto: Any = None) -> None:
     """Serve Stellar and open TARGET's page in the default browser (prints the URL)."""
+    from .kusto import choose, local_has, read_target
     from .server import bind, url_for, warn_if_exposed
     from .server import serve as run_server
 
     path = _store_path(store)
-    with _open(path) as s:
-        s.resolve_target(target)  # unknown targets fail now, with suggestions
+
+    def local() -> None:
+        with _open(path) as s:
+            s.resolve_target(target)  # unknown targets fail now, with suggestions
+
+    def in_local() -> bool:
+        with _open(path) as s:
+            return local_has(s, target)
+
+    choose(source, kusto, local, in_local, lambda o: (read_target(o, target), None)[1],
+           lambda line: click.echo(line, err=True))
     warn_if_exposed(host)
     sock = bind(host, port)
     url = url_for(sock, _page(target, metric))
@@ -174,7 +206,7 @@ def open_(target: str, host: str, port: int, metric: str | None, browser: bool,
     if browser:
         _open_later(url)
     try:
-        run_server(sock, path)
+        run_server(sock, path, source=source, kusto=kusto)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     finally:

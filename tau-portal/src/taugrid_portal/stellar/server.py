@@ -39,6 +39,8 @@ from tau_core.errors import ConfigError, NotFoundError, TauError, UsageError
 if TYPE_CHECKING:
     from starlette.requests import Request
 
+    from .kusto import KustoOrigin
+
 DEFAULT_HOST = "127.0.0.1"
 SERIES_DEFAULT_POINTS = 8000
 SECURITY_HEADERS = [
@@ -194,13 +196,19 @@ class _Handlers:
     """The request handlers of one store's Stellar server: each reads the store lazily, and no answer
     discloses the store's location (see :meth:`private`)."""
 
-    def __init__(self, store_path: str | Path, default_target: str | None) -> None:
+    def __init__(self, store_path: str | Path, default_target: str | None, source: str = "local",
+                 kusto: KustoOrigin | None = None) -> None:
+        from .kusto import ScratchStores
+
         self.root = Path(store_path)
         self.default_target = default_target
+        self.source = source if kusto is not None else "local"
+        self.kusto = ScratchStores(kusto) if kusto is not None else None
         self.opened: Any = None
         self.lock = threading.Lock()
         self.cache = SnapshotCache()
-        self.hidden = sorted({str(self.root), str(self.root.absolute()), str(self.root.resolve())},
+        places = [self.root] + ([self.kusto.root] if self.kusto else [])
+        self.hidden = sorted({str(p) for r in places for p in (r, r.absolute(), r.resolve())},
                              key=len, reverse=True)
 
     def store(self) -> Any:
@@ -210,6 +218,21 @@ class _Handlers:
             if self.opened is None:
                 self.opened = ExperimentStore.open(self.root)
             return self.opened
+
+    def store_for(self, target: str) -> tuple[Any, tuple[str, str] | None]:
+        """The store answering for ``target`` under ``--source`` (see :func:`.kusto.choose`), and the origin a
+        snapshot built from it shows (``None`` for the local store)."""
+        from .kusto import choose, local_has
+
+        kusto = self.kusto
+
+        def remote(origin: KustoOrigin) -> tuple[Any, tuple[str, str] | None]:
+            assert kusto is not None
+            return kusto.get(target), (origin.label, origin.option)
+
+        return choose(self.source, kusto.origin if kusto else None, lambda: (self.store(), None),
+                      lambda: local_has(self.store(), target), remote,
+                      lambda line: print(f"stellar: {line}", file=sys.stderr))
 
     def private(self, text: str | None) -> str | None:
         """``text`` without the store's location: the server never discloses local paths (commands in
@@ -254,9 +277,9 @@ class _Handlers:
         target = self.required(request, "target")
         metric = request.query_params.get("metric") or None
         max_points = _int_param(request.query_params, "max_points")
-        s = self.store()
-        return self.cache.get(s, (target, metric, max_points),
-                              lambda: build_snapshot(s, target, metric=metric, max_points=max_points))
+        s, origin = self.store_for(target)
+        return self.cache.get(s, (str(s.root), target, metric, max_points),
+                              lambda: build_snapshot(s, target, metric=metric, max_points=max_points, origin=origin))
 
     def index(self, request: Request) -> Any:
         from starlette.responses import JSONResponse, RedirectResponse
@@ -265,12 +288,14 @@ class _Handlers:
             from urllib.parse import urlencode
 
             return RedirectResponse("/stellar?" + urlencode({"target": self.default_target}), status_code=307)
-        return JSONResponse({"service": "tau.exp.stellar", "source": "local", "read_only": True,
+        return JSONResponse({"service": "tau.exp.stellar", "source": self.source, "read_only": True,
                              "endpoints": ENDPOINTS})
 
     def healthz(self, request: Request) -> Any:
         from starlette.responses import JSONResponse
 
+        if self.source == "kusto":
+            return JSONResponse({"ok": True, "source": "kusto"})
         try:
             s = self.store()
             s.query("SELECT 1 AS ok")
@@ -308,7 +333,7 @@ class _Handlers:
         params = request.query_params
         max_points = _int_param(params, "max_points")
         detail = build_series(
-            self.store(), target, metric,
+            self.store_for(target)[0], target, metric,
             run_id=params.get("run_id") or None,
             start_step=_int_param(params, "start_step"),
             end_step=_int_param(params, "end_step"),
@@ -323,8 +348,9 @@ class _Handlers:
         from starlette.responses import JSONResponse
 
         target = self.required(request, "target")
-        resolved = self.store().resolve_target(target)
-        rows = [a for run_id in resolved.run_ids for a in self.store().artifacts(run_id)]
+        store = self.store_for(target)[0]
+        resolved = store.resolve_target(target)
+        rows = [a for run_id in resolved.run_ids for a in store.artifacts(run_id)]
         listed = [{**{k: a.get(k) for k in ARTIFACT_FIELDS}, "fetch_url": "/api/stellar/artifact?"
                    + urlencode({"target": a["run_id"], "artifact": a["artifact_id"]})} for a in rows]
         return JSONResponse({"source": "index", "target": target, "target_type": resolved.type,
@@ -337,11 +363,12 @@ class _Handlers:
         from starlette.responses import FileResponse
 
         target, artifact_id = self.required(request, "target"), self.required(request, "artifact")
-        resolved = self.store().resolve_target(target)
-        row = self.store().artifact(artifact_id)
+        store = self.store_for(target)[0]
+        resolved = store.resolve_target(target)
+        row = store.artifact(artifact_id)
         if row["run_id"] not in resolved.run_ids:
             raise NotFoundError(f"artifact {artifact_id!r} was not found for target {target!r}")
-        path = self.store().artifact_path(artifact_id)
+        path = store.artifact_path(artifact_id)
         media = row.get("content_type") or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         return FileResponse(path, media_type=media, headers={
             "Cache-Control": "no-store", "Content-Security-Policy": ARTIFACT_CSP.decode(),
@@ -360,13 +387,14 @@ class _Handlers:
 
 
 def create_app(store_path: str | Path, *, default_target: str | None = None,
-               hosts: tuple[str, ...] | None = None) -> Any:
-    """The ASGI app serving one store read-only (``hosts``: see :func:`allowed_hosts`)."""
+               hosts: tuple[str, ...] | None = None, source: str = "local", kusto: KustoOrigin | None = None) -> Any:
+    """The ASGI app serving one store read-only (``hosts``: see :func:`allowed_hosts`); with ``kusto`` and
+    ``source`` ``kusto`` or ``auto``, targets are read from the durable history as well (:mod:`.kusto`)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.routing import Route
 
-    h = _Handlers(store_path, default_target)
+    h = _Handlers(store_path, default_target, source, kusto)
     methods = ["GET", "HEAD"]
     routes = [
         Route("/", h.guarded(h.index), methods=methods),
@@ -406,12 +434,13 @@ def url_for(sock: socket.socket, path: str = "") -> str:
     return f"http://{host}:{port}{path}"
 
 
-def serve(sock: socket.socket, store_path: str | Path, *, default_target: str | None = None) -> None:
+def serve(sock: socket.socket, store_path: str | Path, *, default_target: str | None = None,
+          source: str = "local", kusto: KustoOrigin | None = None) -> None:
     """Run uvicorn on ``sock`` until interrupted."""
     import uvicorn
 
     hosts = allowed_hosts(str(sock.getsockname()[0]))
-    config = uvicorn.Config(create_app(store_path, default_target=default_target, hosts=hosts), log_level="warning",
-                            access_log=False, lifespan="off", server_header=False)
+    app = create_app(store_path, default_target=default_target, hosts=hosts, source=source, kusto=kusto)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])

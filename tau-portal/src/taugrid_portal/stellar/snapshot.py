@@ -469,8 +469,10 @@ def build_snapshot(
     metric: str | None = None,
     max_points: int | None = None,
     now: datetime | None = None,
+    origin: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The full snapshot for ``target`` (a run group, run or experiment name)."""
+    """The full snapshot for ``target`` (a run group, run or experiment name); ``origin`` = (shown store path,
+    the CLI option that reads it again) when the store stands in for another source (Kusto)."""
     resolved, runs = _target_runs(store, target)
     run_ids = [r.run_id for r in runs]
     colors = {rid: PALETTE[i % len(PALETTE)] for i, rid in enumerate(run_ids)}
@@ -492,8 +494,8 @@ def build_snapshot(
     cards = _cards(ordered, runs, summaries)
     best = _best(primary, cards)
     status = _status(store, runs, run_ids)
-    store_path = _store_path(store)
-    opt = f" --store {shlex.quote(store_path)}"
+    store_path = origin[0] if origin else _store_path(store)
+    opt = origin[1] if origin else f" --store {shlex.quote(store_path)}"
     tq = shlex.quote(target)
     experiment = None
     if resolved.type == "experiment":

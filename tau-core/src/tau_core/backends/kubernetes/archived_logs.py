@@ -2,8 +2,9 @@
 run's output directory, read back through the same short-lived helper pod as ``tau run get``.
 
 ``tau logs`` prefers the live pods; when they are gone (TTL, cancel, node loss) it reads these archives, and
-says so; after that come the container logs the platform kept in Kusto (:mod:`.history_logs`, through the
-``kusto`` history source), when a connection is given or configured.
+says so (for a deleted run, found with ``--path``/``--pvc`` or where the lifecycle recorder saw it write);
+after that come the container logs the platform kept in Kusto (:mod:`.history_logs`, through the ``kusto``
+history source), when a connection is given or configured.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class ArchivedLogs(Artifacts):
                              options: LogOptions, emit: Emit, cause: NotFoundError) -> None:
         """No live pod answered: the archived logs, else the run history, else ``cause``."""
         location = _archive_location(workload, options)
+        if location is None and workload is None:  # deleted: where the recorder saw it write, if Kusto says
+            from .history_logs import log_connection, recorded_location
+
+            recorded = await recorded_location(await log_connection(session, self.sys_namespace, options), ns, name)
+            location = (_clean_abs(recorded[0], "result_path"), recorded[1]) if recorded else None
         if location is not None:
             root, pvc = location
             if await self._archived_logs(session, ns, name, root, pvc, options, emit):

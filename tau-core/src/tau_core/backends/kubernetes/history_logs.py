@@ -104,3 +104,29 @@ async def kusto_logs(conn: LogConnection, ns: str, name: str, options: LogOption
         stamp = f"{line.timestamp.isoformat().replace('+00:00', 'Z')} " if options.timestamps and line.timestamp else ""
         prefix = f"[kusto/{line.pod}/{line.container}] " if options.prefix else ""
         await emit(f"{prefix}{stamp}{line.message}")
+
+
+async def recorded_location(conn: LogConnection, ns: str, name: str) -> tuple[str, str] | None:
+    """``(output dir, pvc)`` of a deleted run as the lifecycle recorder kept it (``result_path`` and
+    ``result_pvc`` of its latest ``TauExpRunLifecycle`` row in the ``Metrics`` database at the connection's
+    endpoint); ``None`` without an endpoint, without a recorded location, or when Kusto cannot be read (the
+    callers fall back to the next source)."""
+    from tau_core.errors import TauError
+    from tau_core.history import RunQuery
+
+    if not conn.endpoint:
+        return None
+    try:
+        source = history_source("kusto", endpoint=check_endpoint(conn.endpoint))
+    except TauError:
+        return None
+    try:
+        rows = await anyio.to_thread.run_sync(source.run_history, RunQuery(name, namespace=ns))
+    except TauError:
+        return None
+    finally:
+        source.close()
+    for row in reversed(rows):  # oldest first: the latest attempt's location wins
+        if row.result_path and row.result_pvc:
+            return row.result_path, row.result_pvc
+    return None

@@ -176,12 +176,18 @@ class Submit(Targeting):
 
     # -- replacing a workload (retry, resume) -----------------------------------------------
     def _rerender(self, request: SubmitRequest, context: RenderContext) -> builtins.list[Obj]:
+        import os
+
+        from tau_core.config.resolve import PASSED_ENV_PREFIXES
         from tau_core.rendering import RenderRequest, render
 
         submission_id = new_submission_id()
+        # the same TAU_* policy env the first render saw (the offload sidecar's image and Kusto settings)
+        env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV_PREFIXES)}
         rendered = render(RenderRequest(name=request.name, config=request.config, context=context,
                                         config_hash=request.config_hash, submission_id=submission_id,
-                                        config_dir=request.config_path.parent if request.config_path else None))
+                                        config_dir=request.config_path.parent if request.config_path else None,
+                                        env=env))
         if rendered:
             rendered[0].setdefault("metadata", {}).setdefault("annotations", {})[keys.SUBMISSION_ID] = submission_id
         return rendered

@@ -121,7 +121,9 @@ class _JobRenderer:
         wrappers, metrics = self._wrappers(shape, pod, command)
         main = self._main(shape, pod, command, wrappers)
         meta = self._metadata(shape, pod)
-        pod_spec = self._pod_spec(shape, pod, [main, metrics.container] if metrics else [main])
+        if metrics:  # a native sidecar: the pod ends with main (an OOM-killed main fails the pod, not hangs it)
+            pod.init.append({**metrics.container, "restartPolicy": "Always"})
+        pod_spec = self._pod_spec(shape, pod, [main])
         job = {
             "apiVersion": "batch/v1",
             "kind": "Job",

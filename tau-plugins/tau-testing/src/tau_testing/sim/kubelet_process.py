@@ -71,6 +71,7 @@ class PodRun:
     mains: list[str]
     restart_policy: str
     grace: float = 30.0
+    sidecars: list[str] = field(default_factory=list)  # init containers with restartPolicy Always
     procs: dict[str, Proc] = field(default_factory=dict)
     announced: set[str] = field(default_factory=set)
     stopping: bool = False
@@ -136,7 +137,8 @@ class ProcessKubelet:
         run = PodRun(pod["metadata"]["uid"], ns, name, pod_dir, volume_dirs(cluster, pod, self.roots),
                      [c["name"] for c in spec.get("initContainers") or []],
                      [c["name"] for c in spec.get("containers") or []],
-                     str(spec.get("restartPolicy") or "Always"), self.grace_of(pod))
+                     str(spec.get("restartPolicy") or "Always"), self.grace_of(pod),
+                     [c["name"] for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"])
         self.runs[run.uid] = run
         self.started.append((ns, name))
         return run
@@ -144,11 +146,22 @@ class ProcessKubelet:
     def _advance(self, cluster: Any, pod: dict[str, Any], run: PodRun) -> None:
         if run.stopping:
             return
+        mains_done = bool(run.mains) and all(
+            (p := run.procs.get(m)) is not None and p.exit_code is not None
+            and not _restarts(run.restart_policy, p.exit_code) for m in run.mains)
         for init in run.inits:
             proc = run.procs.get(init)
             if proc is None:
                 self._start(cluster, pod, run, init)
-                return
+                if init not in run.sidecars:
+                    return
+                continue
+            if init in run.sidecars:  # a native sidecar keeps running (restarted) until the main containers end
+                if mains_done:
+                    self._stop_sidecar(run, proc)
+                elif proc.exit_code is not None:
+                    self._restart(cluster, pod, run, proc)
+                continue
             if proc.exit_code is None:
                 return
             if proc.exit_code != 0:
@@ -161,6 +174,23 @@ class ProcessKubelet:
                 self._start(cluster, pod, run, main)
             elif proc.exit_code is not None and _restarts(run.restart_policy, proc.exit_code):
                 self._restart(cluster, pod, run, proc)
+
+    def _stop_sidecar(self, run: PodRun, proc: Proc) -> None:
+        """The main containers ended: SIGTERM the sidecar, SIGKILL its group after the grace period."""
+        if proc.popen is None or proc.done.is_set() or proc.reason == "Stopping":
+            return
+        proc.reason = "Stopping"
+
+        def stop() -> None:
+            assert proc.popen is not None
+            try:
+                proc.popen.send_signal(signal.SIGTERM)
+            except OSError:
+                return
+            if not proc.done.wait(run.grace):
+                _signal_group(proc.popen.pid, signal.SIGKILL)
+
+        threading.Thread(target=stop, name=f"sim-proc-stop-{run.name}-{proc.name}", daemon=True).start()
 
     def _container(self, pod: dict[str, Any], name: str) -> dict[str, Any]:
         spec = pod.get("spec") or {}

@@ -57,6 +57,10 @@ def _phase(run: PodRun) -> str:
     procs = run.procs
     for init in run.inits:
         proc = procs.get(init)
+        if init in run.sidecars:  # a native sidecar: started is enough, and it never decides the phase
+            if proc is None:
+                return "Pending"
+            continue
         if proc is None or not proc.done.is_set():
             return "Pending"
         if proc.exit_code != 0:
@@ -85,7 +89,8 @@ def status_of(cluster: Any, pod: dict[str, Any], run: PodRun, node: dict[str, An
     phase = _phase(run)
     status["phase"] = phase
     inits = spec.get("initContainers") or []
-    inits_done = all(run.procs.get(c["name"]) is not None and run.procs[c["name"]].exit_code == 0 for c in inits)
+    inits_done = all(run.procs.get(c["name"]) is not None
+                     and (c["name"] in run.sidecars or run.procs[c["name"]].exit_code == 0) for c in inits)
     if inits:
         status["initContainerStatuses"] = [_container_status(c, run.procs.get(c["name"]), "PodInitializing")
                                            for c in inits]
