@@ -60,6 +60,9 @@ NOT_RUNNABLE: dict[tuple[str, str], str] = {
     ("python-sdk.md", "import lightning as L"):
         "needs Lightning, which imports torch (too heavy for CI); "
         "tau-plugins/tau-python/tests/test_stellar_lightning.py tests the logger without it",
+    ("platform/recorder.md", "taugrid-portal experiment stellar train-7f2c --source kusto \\"):
+        "reads a real Kusto cluster; tau-plugins/tau-kusto/tests/test_stellar_kusto.py runs the same command against "
+        "the loopback Kusto endpoint",
     ("researcher/artifacts.md", "tau run get old-job --path /data/old-job/results --pvc blob-training   # a deleted workload"):
         "reads a cluster's data PVC through a helper pod (tests/e2e/test_archived_logs.py covers the helper pod)",
     ("researcher/retry-resume.md", "tau run resume train-7f2c --config tau/train.yaml"):
