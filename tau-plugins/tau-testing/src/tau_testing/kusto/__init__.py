@@ -7,6 +7,8 @@
     kusto.drain()                          # move queued ingestions into the tables now
     kusto.store.rows("TauExpMetricEventsV1")
     kusto.endpoint.down = True             # every call answers 503 until set back
+    kusto.remote_write_url                 # the loopback adx-mon receiver (POST /receive) into the same tables
+    kusto.endpoint.adxmon.down = True      # /receive answers 503 until set back
     kusto.stop()
 """
 
@@ -19,11 +21,12 @@ import attrs
 
 from ..azurite import Azurite, azurite_launcher, repo_root, start_azurite
 from ..uvicorn_thread import UvicornThread, listen
+from .adxmon import AdxMonReceiver
 from .app import KustoEndpoint, build_app
 from .ingest import QueueDrain, ingestion_resources
 from .store import KustoFakeError, Store
 
-__all__ = ["KustoEndpoint", "KustoFakeError", "LoopbackKusto", "StaticToken", "Store", "start_kusto"]
+__all__ = ["AdxMonReceiver", "KustoEndpoint", "KustoFakeError", "LoopbackKusto", "StaticToken", "Store", "start_kusto"]
 
 #: The bearer token the loopback endpoint accepts by default (a test credential returns it).
 TEST_TOKEN = "loopback-kusto-token"
@@ -63,6 +66,11 @@ class LoopbackKusto:
 
     #: The same app answers the engine and the Data Management (ingest-) calls.
     ingest_url = query_url
+
+    @property
+    def remote_write_url(self) -> str:
+        """The loopback adx-mon receiver (Prometheus remote write into ``ExperimentMetrics``)."""
+        return f"{self.query_url}/receive"
 
     def client(self, token: str = TEST_TOKEN) -> Any:
         """A real azure-kusto-data ``KustoClient`` pointed at the endpoint."""

@@ -7,6 +7,8 @@
   ``.create ifnotexists materialized-view`` (recorded, not materialized), ``.get ingestion resources``,
   ``.get kusto identity token``, ``.show version`` and ``.show tables``.
 * ``GET /v1/rest/auth/metadata``: the cloud metadata the client asks for before its first token.
+* ``POST /receive``: the loopback adx-mon receiver (:mod:`tau_testing.kusto.adxmon`), Prometheus remote write
+  into the same tables (no bearer token: on the platform the sidecar reaches adx-mon on its node).
 
 Every request needs ``Authorization: Bearer <token>``; ``KustoEndpoint.verify`` decides which tokens pass.
 ``KustoEndpoint.down`` makes every call answer 503, as a cluster that is unreachable for a while.
@@ -26,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .adxmon import AdxMonReceiver
 from .kql import run_query
 from .store import KustoFakeError, Store
 
@@ -50,6 +53,8 @@ class KustoEndpoint:
     views: dict[str, str] = attrs.Factory(dict)
     commands: list[str] = attrs.Factory(list)
     queries: list[str] = attrs.Factory(list)
+    adxmon: AdxMonReceiver = attrs.field(default=attrs.Factory(lambda self: AdxMonReceiver(self.store),
+                                                               takes_self=True))
 
     def management(self, csl: str) -> tuple[list[tuple[str, str]], list[list[Any]]]:
         text = csl.strip()
@@ -147,4 +152,5 @@ def build_app(endpoint: KustoEndpoint) -> Starlette:
 
     return Starlette(routes=[Route("/v2/rest/query", query, methods=["POST"]),
                              Route("/v1/rest/mgmt", mgmt, methods=["POST"]),
-                             Route("/v1/rest/auth/metadata", metadata, methods=["GET"])])
+                             Route("/v1/rest/auth/metadata", metadata, methods=["GET"]),
+                             Route("/receive", endpoint.adxmon.receive, methods=["POST"])])
