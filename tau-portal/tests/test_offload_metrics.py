@@ -181,7 +181,11 @@ def test_watch_reads_unset_flags_from_the_environment(portal: Callable[..., Any]
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--history", "h"], "--out is required"),
-    (["--out", "o"], "--history is required"),
+    (["--out", "o", "--watch", "--interval", "1s"], "--watch and --baseline-existing-history need --history"),
+    (["--out", "o", "--remote-write-max-attempts", "-1"], "--remote-write-max-attempts must be non-negative"),
+    (["--out", "o", "--remote-write-batch-size", "0"], "--remote-write-batch-size must be positive"),
+    (["--out", "o", "--remote-write-endpoint", "http://${TAU_TEST_UNSET_NODE_IP}:3100/receive"],
+     "a variable in it is not set"),
     (["--out", "o", "--history", "h"], "--run is required with --history"),
     (["--out", "o", "--history", "h", "--run", "r"], "--experiment is required with --history"),
     (["--out", "o", "--history", "h", "--run", "r", "--experiment", "e", "--max-iterations", "-1"],

@@ -9,6 +9,9 @@ Each pass reads what was appended to every history file since its checkpoint, up
 3. imports it into the run's experiment store, idempotently (key ``metrics-jsonl-<run>-<chunk key>``);
 4. hands its points to the Kusto telemetry sink (through the ``tau_register_telemetry_sinks`` hook, so this
    module never imports it), which spools them durably before it returns and ships them when it can;
+4b. remote-writes its points to adx-mon (:mod:`taugrid_portal.remote_write`), checkpointed per request in
+   ``<out>/metrics-chunks/<file id>_remote_write_checkpoint.json``; an endpoint still down after the retries
+   leaves the chunk (and the rest of that file) for the next pass, or fails a one-shot run;
 5. checkpoints the file (device, inode, byte offset and a chained sha256 of the consumed prefix) atomically in
    ``<out>/metrics_jsonl_checkpoint.json``.
 
@@ -49,12 +52,14 @@ from tau_core.telemetry import (
     parse_jsonl_row,
     status_record,
 )
+from taugrid_portal.remote_write import RemoteWriteError, RemoteWriteOptions, RemoteWriter, SeriesLabels, tags_label
 
 CHECKPOINT_SCHEMA = "tau.metrics.offload.v1"
 CHECKPOINT = "metrics_jsonl_checkpoint.json"
 CHUNKS = "metrics-jsonl-chunks"
 STATUS_DIR = "metrics-status"
 KUSTO_SPOOL = "kusto-spool"
+REMOTE_WRITE_DIR = "metrics-chunks"
 #: The metric file's identity rides to the Kusto sink in these record tags (the sink makes them columns).
 FILE_ID_TAG = "tau.metric_file_id"
 FILE_PATH_TAG = "tau.metric_file_path"
@@ -93,6 +98,7 @@ class OffloadOptions:
     max_iterations: int = 0
     store: Path | None = None
     kusto: KustoTarget | None = None
+    remote_write: RemoteWriteOptions | None = None
     artifact_uri: str = ""
     checkpoint_uri: str = ""
 
@@ -252,6 +258,8 @@ class Targets:
     kusto: Any = None
     kusto_pending: int = 0
     kusto_error: str = ""
+    remote: RemoteWriter | None = None
+    remote_error: str = ""
 
     def close(self) -> None:
         if self.kusto is not None:
@@ -281,6 +289,8 @@ def open_targets(opts: OffloadOptions) -> Targets:
             k.endpoint, database=k.database, ingest_endpoint=k.ingest_endpoint, spool=str(opts.out / KUSTO_SPOOL),
             workspace_id=opts.tags.get("workspace", ""), cluster=k.cluster, namespace=k.namespace,
             source_store_id=targets.store.source_store_id if targets.store is not None else "")
+    if opts.remote_write is not None:
+        targets.remote = RemoteWriter(opts.remote_write)
     return targets
 
 
@@ -290,6 +300,21 @@ class PassResult:
     rows: int = 0
     import_rows: int = 0
     kusto_events: int = 0
+    remote_write_samples: int = 0
+
+
+def remote_write_chunk(remote: RemoteWriter, opts: OffloadOptions, targets: Targets, chunk: Chunk,
+                       points: ScalarColumns) -> int:
+    """Step 4b: the chunk's points as ``experiment_metrics`` series, sent once (per-chunk checkpoint)."""
+    labels = SeriesLabels(
+        workspace_id=opts.tags.get("workspace") or opts.tags.get("tau_workspace", ""),
+        source_store_id=targets.store.source_store_id if targets.store is not None else "", project=opts.project,
+        experiment_id=opts.experiment, run_group_id=opts.group, run_id=opts.run, source=opts.source,
+        metric_file_id=chunk.key, metric_file_path=str(chunk.path), tags=tags_label(opts.tags))
+    items = [labels.point(name, step, value, (wall or 0) // 1000) for name, step, wall, value in
+             zip(points.metric_name, points.step, points.wall_time_us, points.value, strict=True)]  # online: timed
+    checkpoint = opts.out / REMOTE_WRITE_DIR / f"{chunk.key}_remote_write_checkpoint.json"
+    return remote.send(items, checkpoint, digest=chunk.mark.sha256)
 
 
 def _import(targets: Targets, opts: OffloadOptions, chunk: Chunk, copy: Path) -> int:
@@ -321,13 +346,22 @@ def consume(chunk: Chunk, opts: OffloadOptions, targets: Targets, result: PassRe
         sent = targets.kusto.write(list(chunk_records(points, opts, chunk)))
         result.kusto_events += int(sent.get("events", 0))
         targets.kusto_pending, targets.kusto_error = int(sent.get("pending", 0)), str(sent.get("error", ""))
+    if targets.remote is not None:
+        result.remote_write_samples += remote_write_chunk(targets.remote, opts, targets, chunk, points)
 
 
 def run_pass(opts: OffloadOptions, targets: Targets, marks: dict[str, FileMark]) -> PassResult:
     result = PassResult()
+    targets.remote_error = ""
     for path in expand(opts.history):
         while (chunk := next_chunk(path, marks.get(str(path)))) is not None:
-            consume(chunk, opts, targets, result)
+            try:
+                consume(chunk, opts, targets, result)
+            except RemoteWriteError as exc:
+                if not opts.watch:
+                    raise
+                targets.remote_error = exc.message
+                break  # this chunk (not checkpointed) and the rest of the file wait for the next pass
             marks[str(path)] = chunk.mark
             save_checkpoint(opts.out, marks)
     if targets.kusto is not None and targets.kusto_pending:
@@ -409,9 +443,23 @@ def watch(opts: OffloadOptions, targets: Targets, emit: Callable[[int, PassResul
             break
         sleep(opts.interval)
     if completed:
+        drain_remote(opts, targets, marks, sleep)
         drain_kusto(opts, targets, sleep)
         _touch(opts.done_file, "done\n")
     return iteration
+
+
+def drain_remote(opts: OffloadOptions, targets: Targets, marks: dict[str, FileMark],
+                 sleep: Callable[[float], None], attempts: int = 30) -> None:
+    """After completion, give adx-mon ``attempts`` more passes for the chunks it missed; then fail (non-zero exit,
+    no done file: the chunks stay unsent and the next start on the same ``--out`` sends them)."""
+    for _ in range(attempts):
+        if not targets.remote_error:
+            return
+        sleep(min(opts.interval, 5.0))
+        run_pass(opts, targets, marks)
+    if targets.remote_error:
+        raise RemoteWriteError(targets.remote_error, hint="the unsent chunks are retried on the next start")
 
 
 def drain_kusto(opts: OffloadOptions, targets: Targets, sleep: Callable[[float], None],

@@ -40,7 +40,9 @@ ENV_FLAGS = {
     "kusto_cluster": "TAU_METRICS_OFFLOAD_KUSTO_CLUSTER",
     "kusto_namespace": "TAU_METRICS_OFFLOAD_KUSTO_NAMESPACE",
 }
-WATCH_COLS = ["ITERATION", "MODE", "ROWS", "IMPORT_ROWS", "KUSTO_EVENTS", "KUSTO_PENDING", "COMPLETED", "CHECKPOINT"]
+WATCH_COLS = ["ITERATION", "MODE", "ROWS", "IMPORT_ROWS", "KUSTO_EVENTS", "KUSTO_PENDING", "REMOTE_WRITE_SAMPLES",
+              "COMPLETED", "CHECKPOINT"]
+OFFLINE_COLS = ["MODE", "ROWS", "EXPORTED_AT", "REMOTE_WRITE_SAMPLES", "METRICS_FILE", "CHECKPOINT"]
 
 
 @click.group("offload", context_settings=CONTEXT)
@@ -100,6 +102,34 @@ def _store_path(store: str | None, required: bool) -> Path | None:
         return None
 
 
+def remote_options(p: dict[str, Any]) -> Any:
+    """The ``--remote-write-*`` flags as :class:`~taugrid_portal.remote_write.RemoteWriteOptions` (None: off)."""
+    from taugrid_portal.remote_write import RemoteWriteOptions, expand_endpoint
+
+    attempts, batch = int(p.get("remote_write_max_attempts", 3)), int(p.get("remote_write_batch_size", 5000))
+    if attempts < 0:
+        raise UsageError("--remote-write-max-attempts must be non-negative", hint="0 or 1: one attempt, no retry")
+    if batch <= 0:
+        raise UsageError("--remote-write-batch-size must be positive", hint="the default is 5000 series a request")
+    backoff = parse_duration(str(p.get("remote_write_retry_backoff") or "1s"), "--remote-write-retry-backoff")
+    if not p.get("remote_write_endpoint"):
+        return None
+    return RemoteWriteOptions(expand_endpoint(str(p["remote_write_endpoint"])), batch, attempts, backoff)
+
+
+def offline_options(p: dict[str, Any], remote: Any) -> Any:
+    from taugrid_portal.offload_offline import OfflineOptions
+
+    if p["watch"] or p.get("baseline"):
+        raise UsageError("--watch and --baseline-existing-history need --history",
+                         hint="without --history the command projects the whole store once (offline mode)")
+    store = _store_path(p.get("store"), required=True)
+    assert store is not None
+    tags = parse_tags(tuple(p.get("tags") or ()), "")
+    return OfflineOptions(out=Path(str(p["out"])).absolute(), store=store, remote_write=remote,
+                          workspace_id=tags.get("workspace", ""))
+
+
 def build_options(p: dict[str, Any]) -> Any:
     from taugrid_portal.offload import KustoTarget, OffloadOptions
 
@@ -107,9 +137,9 @@ def build_options(p: dict[str, Any]) -> Any:
         p = _with_env(dict(p), os.environ)
     if not p.get("out"):
         raise UsageError("--out is required", hint="for example --out /data/run/.tau/metrics/offload")
+    remote = remote_options(p)
     if not p.get("history"):
-        raise UsageError("--history is required: offline projection of a whole store is not supported here",
-                         hint="pass the run's metrics.history files or globs (repeatable), or set TAU_METRICS_HISTORY")
+        return offline_options(p, remote)
     if not p.get("run"):
         raise UsageError("--run is required with --history", hint="for example --run train-1")
     experiment = p.get("experiment") or p.get("group")
@@ -117,15 +147,12 @@ def build_options(p: dict[str, Any]) -> Any:
         raise UsageError("--experiment is required with --history", hint="for example --experiment resnet-sweep")
     if p["max_iterations"] < 0:
         raise UsageError("--max-iterations must be non-negative", hint="0 means no limit")
-    if p.get("remote_write_endpoint"):
-        warning("--remote-write-endpoint: remote write to adx-mon is not implemented here; "
-                "use --kusto-endpoint to ship to Kusto (queued ingestion)")
     kusto = None
     if p.get("kusto_endpoint"):
         kusto = KustoTarget(str(p["kusto_endpoint"]), str(p.get("kusto_database") or "Metrics"),
                             str(p.get("kusto_ingest_endpoint") or ""), str(p.get("kusto_cluster") or ""),
                             str(p.get("kusto_namespace") or ""))
-    store = _store_path(p.get("store"), required=kusto is None)
+    store = _store_path(p.get("store"), required=kusto is None and remote is None)
     return OffloadOptions(
         out=Path(str(p["out"])).absolute(), history=tuple(str(h) for h in p["history"]), run=str(p["run"]),
         project=str(p.get("project") or experiment), experiment=str(experiment), group=str(p.get("group") or
@@ -137,7 +164,7 @@ def build_options(p: dict[str, Any]) -> Any:
         baseline=bool(p["baseline"]), ready_file=Path(p["ready_file"]) if p.get("ready_file") else None,
         done_file=Path(p["done_file"]) if p.get("done_file") else None, watch=bool(p["watch"]),
         interval=parse_duration(str(p.get("interval") or "1m"), "--interval"), max_iterations=p["max_iterations"],
-        store=store, kusto=kusto, artifact_uri=str(p.get("status_artifact_uri") or ""),
+        store=store, kusto=kusto, remote_write=remote, artifact_uri=str(p.get("status_artifact_uri") or ""),
         checkpoint_uri=str(p.get("status_checkpoint_uri") or ""))
 
 
@@ -160,7 +187,13 @@ def build_options(p: dict[str, Any]) -> Any:
 @click.option("--watch", is_flag=True, help="Keep tailing every --interval until the completion file appears.")
 @click.option("--interval", help="Time between passes with --watch (default 1m).")
 @click.option("--max-iterations", type=int, default=0, show_default=True, help="Stop after N passes (0: no limit).")
-@click.option("--remote-write-endpoint", help="adx-mon remote write (not implemented here: a warning).")
+@click.option("--remote-write-endpoint",
+              help="adx-mon Prometheus remote write, env-expanded (e.g. http://${NODE_IP}:3100/receive).")
+@click.option("--remote-write-batch-size", type=int, default=5000, show_default=True, help="Series per request.")
+@click.option("--remote-write-max-attempts", type=int, default=3, show_default=True,
+              help="Attempts per request (0 or 1: no retry).")
+@click.option("--remote-write-retry-backoff", default="1s", show_default=True,
+              help="Wait before the first retry (doubles each time).")
 @click.option("--kusto-endpoint", help="Ship to this Kusto cluster through the Kusto telemetry sink.")
 @click.option("--kusto-database", help="Kusto database (default Metrics).")
 @click.option("--kusto-ingest-endpoint", help="Kusto Data Management endpoint (default: ingest-<cluster>).")
@@ -170,7 +203,10 @@ def build_options(p: dict[str, Any]) -> Any:
 @json_flag
 @store_option
 def offload_metrics(output: str, as_json: bool, **params: Any) -> None:
-    """Tail a run's metrics history into its experiment store and/or Kusto, checkpointing per chunk.
+    """Tail a run's metrics history into its experiment store, Kusto and/or adx-mon, checkpointing per chunk.
+
+    Without --history: project the whole store to <out>/TauExpMetrics.jsonl (offline/recovery mode) and, with
+    --remote-write-endpoint, remote-write it once.
 
     \b
     Example (what a rendered metrics-offload sidecar runs):
@@ -182,6 +218,9 @@ def offload_metrics(output: str, as_json: bool, **params: Any) -> None:
 
     opts = build_options(params)
     as_json = as_json or output == "json"
+    if not hasattr(opts, "history"):
+        _offline(opts, as_json)
+        return
     if opts.baseline and not opts.ready_file:
         raise UsageError("--baseline-existing-history requires --ready-file", hint="for example --ready-file "
                          "/var/run/tau/metrics-ready")
@@ -190,9 +229,13 @@ def offload_metrics(output: str, as_json: bool, **params: Any) -> None:
     def emit(iteration: int, result: Any, completed: bool) -> None:
         row = {"iteration": iteration, "mode": "online", "rows": result.rows, "import_rows": result.import_rows,
                "kusto_events": result.kusto_events, "kusto_pending": targets.kusto_pending,
-               "completed": completed, "checkpoint": str(opts.out / CHECKPOINT)}
+               "remote_write_samples": result.remote_write_samples, "completed": completed,
+               "checkpoint": str(opts.out / CHECKPOINT)}
         if targets.kusto_error:
             row["kusto_error"] = targets.kusto_error
+        if targets.remote_error:
+            row["remote_write_error"] = targets.remote_error
+            warning(targets.remote_error)
         if as_json:
             click.echo(json.dumps(row) if opts.watch else to_json(row))  # watch: one JSON line per pass
         elif result.chunks or completed or not opts.watch or iteration == 1:
@@ -203,6 +246,21 @@ def offload_metrics(output: str, as_json: bool, **params: Any) -> None:
         watch(opts, targets, emit)
     finally:
         targets.close()
+
+
+def _offline(opts: Any, as_json: bool) -> None:
+    from taugrid_portal.offload_offline import run_offline
+
+    result = run_offline(opts)
+    row = {"mode": "offline", "rows": result.rows, "exported_at": result.exported_at,
+           "remote_write_samples": result.remote_write_samples, "metrics_file": result.metrics_file,
+           "checkpoint": result.checkpoint}
+    if result.remote_write_skipped:
+        row["remote_write_skipped"] = True
+    if as_json:
+        click.echo(to_json(row))
+    else:
+        click.echo(render_table([[str(row[c.lower()]) for c in OFFLINE_COLS]], OFFLINE_COLS))
 
 
 #: What ``taugrid-portal experiment`` adds from here.
