@@ -46,7 +46,7 @@ experiment:
 """
 
 
-def _sidecar(tmp_path: Path, kusto: LoopbackKusto) -> dict[str, Any]:
+def _sidecar(tmp_path: Path, kusto: LoopbackKusto, **env: str) -> dict[str, Any]:
     (tmp_path / "tau.yaml").write_text(CONFIG)
     (tmp_path / "train.py").write_text("print('hi')\n")
     cfg = load_config(tmp_path / "tau.yaml")
@@ -54,7 +54,7 @@ def _sidecar(tmp_path: Path, kusto: LoopbackKusto) -> dict[str, Any]:
                             sources=cfg.sources, config_hash=cfg.config_hash,
                             submission_id="0123456789abcdef01234567", config_dir=tmp_path,
                             env={"TAU_METRICS_OFFLOAD_IMAGE": IMAGE,
-                                 "TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI": kusto.query_url})
+                                 "TAU_METRICS_OFFLOAD_ADX_CLUSTER_URI": kusto.query_url, **env})
     [job] = render(request)
     return next(c for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"] == "metrics-offload")
 
@@ -66,17 +66,14 @@ def _local(value: str, mounts: dict[str, Path]) -> str:
     return value
 
 
-def test_the_rendered_sidecar_ships_to_kusto(kusto_up: LoopbackKusto, tmp_path: Path) -> None:
-    (tmp_path / "repo").mkdir()
-    sidecar = _sidecar(tmp_path / "repo", kusto_up)
-    assert sidecar["command"] == ["taugrid-portal"]
+def _run(sidecar: dict[str, Any], tmp_path: Path, pod_env: dict[str, str]) -> None:
+    """Run the rendered sidecar as a local process while a trainer writes 25 steps, then complete the run."""
     mounts = {m["mountPath"]: tmp_path / "vol" / m["name"] for m in sidecar["volumeMounts"]}
     for host in mounts.values():
         host.mkdir(parents=True)
     argv = [_local(a, mounts) for a in sidecar["args"]]
     env = {e["name"]: _local(e["value"], mounts) for e in sidecar["env"] if "value" in e}
-    assert argv[argv.index("--kusto-endpoint") + 1] == kusto_up.query_url
-    proc = subprocess.Popen([sys.executable, str(MAIN), *argv], env={**os.environ, **env}, text=True,
+    proc = subprocess.Popen([sys.executable, str(MAIN), *argv], env={**os.environ, **env, **pod_env}, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         ready = Path(_local("/var/run/tau/metrics-ready", mounts))
@@ -100,6 +97,14 @@ def test_the_rendered_sidecar_ships_to_kusto(kusto_up: LoopbackKusto, tmp_path: 
             proc.communicate()
     assert proc.returncode == 0, err
     assert Path(_local("/var/run/tau/metrics-done", mounts)).read_text() == "done\n"
+
+
+def test_the_rendered_sidecar_ships_to_kusto(kusto_up: LoopbackKusto, tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    sidecar = _sidecar(tmp_path / "repo", kusto_up)
+    assert sidecar["command"] == ["taugrid-portal"]
+    assert sidecar["args"][sidecar["args"].index("--kusto-endpoint") + 1] == kusto_up.query_url
+    _run(sidecar, tmp_path, {})
     kusto_up.drain()
     shipped = kusto_up.query(metrics_query(MetricsFilter(runs=("train",), metrics=("loss",), since="3650d",
                                                          target_points=1000)))
@@ -107,3 +112,19 @@ def test_the_rendered_sidecar_ships_to_kusto(kusto_up: LoopbackKusto, tmp_path: 
     events = [r for r in kusto_up.store.rows("TauExpMetricEventsV1") if r["run_id"] == "train"]
     assert {(r["namespace"], r["workspace_id"], r["project"]) for r in events} == {
         ("team-k", "ws-rendered", "rendered-proj")}
+
+
+def test_the_rendered_sidecar_remote_writes_to_adx_mon_on_its_node(kusto_up: LoopbackKusto, tmp_path: Path) -> None:
+    """The platform's ``http://${NODE_IP}:3100/receive`` form: the sidecar expands ``NODE_IP`` (the pod gets it
+    from the downward API) and remote-writes every step to the loopback adx-mon beside the Kusto shipping."""
+    (tmp_path / "repo").mkdir()
+    endpoint = "http://${NODE_IP}:" + str(kusto_up.port) + "/receive"
+    sidecar = _sidecar(tmp_path / "repo", kusto_up, TAU_METRICS_OFFLOAD_REMOTE_WRITE_ENDPOINT=endpoint)
+    assert sidecar["args"][sidecar["args"].index("--remote-write-endpoint") + 1] == endpoint
+    assert {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}} in sidecar["env"]
+    before = len(kusto_up.store.rows("ExperimentMetrics")) if "ExperimentMetrics" in kusto_up.store.tables else 0
+    _run(sidecar, tmp_path, {"NODE_IP": "127.0.0.1"})
+    rows = kusto_up.store.rows("ExperimentMetrics")[before:]
+    assert sorted(int(r["Labels"]["step"]) for r in rows) == list(range(25))
+    assert {(r["Labels"]["run_id"], r["Labels"]["workspace_id"], r["Labels"]["project"]) for r in rows} == {
+        ("train", "ws-rendered", "rendered-proj")}
