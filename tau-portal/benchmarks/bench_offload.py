@@ -14,7 +14,10 @@ Figures (``name: value unit``), each measured in this process on this machine:
 * ``offload->store``: the sidecar's pass (strict online validation, a chunk copy, one idempotent import and a
   durable checkpoint per chunk) into a fresh store; target >= 200k points/s;
 * ``offload->kusto``: the same pass shipping through the Kusto telemetry sink only (typed events +
-  projection, spooled, queued to Azurite), then ``...+drain``: until the loopback endpoint has ingested it all.
+  projection, spooled, queued to Azurite), then ``...+drain``: until the loopback endpoint has ingested it all;
+* ``offload->adx-mon``: the same pass remote-writing only (Prometheus remote write, 5,000 series a request) to
+  the loopback adx-mon receiver, which decodes every request and appends its rows before it answers
+  (``TAU_BENCH_REMOTE_WRITE=0`` skips it); ``remote-write encode``: building and compressing the requests alone.
 """
 
 from __future__ import annotations
@@ -55,12 +58,15 @@ def timed(fn: Any) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def offload_options(work: Path, name: str, history: Path, *, store: bool, kusto_url: str = "") -> Any:
+def offload_options(work: Path, name: str, history: Path, *, store: bool, kusto_url: str = "",
+                    remote_write_url: str = "") -> Any:
     from taugrid_portal.offload import KustoTarget, OffloadOptions
+    from taugrid_portal.remote_write import RemoteWriteOptions
 
     return OffloadOptions(out=work / name / "out", history=(str(history / "*.jsonl"),), run="bench", project="bench",
                           experiment="bench", store=work / name / "store" if store else None,
-                          kusto=KustoTarget(kusto_url) if kusto_url else None)
+                          kusto=KustoTarget(kusto_url) if kusto_url else None,
+                          remote_write=RemoteWriteOptions(remote_write_url) if remote_write_url else None)
 
 
 def run_offload(opts: Any) -> Any:
@@ -125,6 +131,37 @@ def bench_kusto(work: Path, full: Path, chunk_points: int) -> None:
         set_host(previous)
 
 
+def _subset(full: Path, target: Path) -> Path:
+    target.mkdir()
+    for path in sorted(full.glob("*.jsonl"))[:KUSTO_CHUNKS]:
+        os.link(path, target / path.name)
+    return target
+
+
+def bench_remote_write(work: Path, full: Path, chunk_points: int) -> None:
+    from tau_core.promwrite import encode
+    from tau_testing.kusto import start_kusto
+    from taugrid_portal.remote_write import SeriesLabels
+
+    history = _subset(full, work / "rw-history")
+    points = chunk_points * KUSTO_CHUNKS
+    labels = SeriesLabels(project="bench", experiment_id="bench", run_group_id="default", run_id="bench",
+                          source="stellar-online", metric_file_id="0" * 24, metric_file_path=str(history))
+    items = [labels.point(f"m{i % METRICS}", i, i / 7, 1760000000000 + i) for i in range(chunk_points)]
+    wall, _ = timed(lambda: [encode(items[i:i + 5000]) for i in range(0, len(items), 5000)])
+    report("remote-write encode (series -> snappy protobuf)", chunk_points / wall, "series/s")
+    adxmon = start_kusto(work / "adxmon", queued=False)
+    try:
+        wall, cpu = timed(lambda: run_offload(offload_options(work, "rw", history, store=False,
+                                                              remote_write_url=adxmon.remote_write_url)))
+        report(f"offload->adx-mon (remote write, {KUSTO_CHUNKS} chunks)", points / wall, "points/s")
+        report("offload->adx-mon-cpu (sidecar and receiver share this process)", points / cpu, "points/CPU-s")
+        report("adx-mon rows appended", f"{len(adxmon.store.rows('ExperimentMetrics')):,} of {points:,} "
+                                        f"in {adxmon.endpoint.adxmon.requests} requests")
+    finally:
+        adxmon.stop()
+
+
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tau-bench-offload-"))
     try:
@@ -134,6 +171,8 @@ def main() -> None:
         bench_store(work, work / "history", points)
         if os.environ.get("TAU_BENCH_KUSTO", "1") != "0":
             bench_kusto(work, work / "history", points // CHUNKS)
+        if os.environ.get("TAU_BENCH_REMOTE_WRITE", "1") != "0":
+            bench_remote_write(work, work / "history", points // CHUNKS)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

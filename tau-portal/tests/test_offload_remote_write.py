@@ -72,7 +72,8 @@ def test_a_chunk_reaches_adx_mon_with_its_labels_and_values(portal: Callable[...
         "metric_file_id": key, "metric_file_path": str(hist), "tags": '{"workspace":"team-a"}', "step": "1"}
     checkpoint = tmp_path / "out" / "metrics-chunks" / f"{key}_remote_write_checkpoint.json"
     assert json.loads(checkpoint.read_text())["complete"] is True
-    assert adxmon.query("ExperimentMetrics | count") == [{"Count": 3}]  # read back through the real client
+    read = adxmon.query('ExperimentMetrics | extend run_id = tostring(Labels.run_id) | where run_id == "r1" | count')
+    assert read == [{"Count": 3}]  # read back through the real azure-kusto-data client
 
 
 def test_batch_size_splits_requests(portal: Callable[..., Any], tmp_path: Path, adxmon: LoopbackKusto) -> None:

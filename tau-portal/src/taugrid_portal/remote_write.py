@@ -17,6 +17,7 @@ the endpoint's user-info and query are dropped from every message.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -103,9 +104,15 @@ class SeriesLabels:
         """One ``experiment_metrics`` series (a :class:`tau_core.promwrite.Series`)."""
         from tau_core.promwrite import series
 
-        fields = attrs.asdict(self)
-        fields.update(metric_name=metric_name, step="" if step is None else str(int(step)))
-        return series(METRIC, [(name, str(fields[name])) for name in LABELS], value, timestamp_ms)
+        step_label = "" if step is None else str(int(step))
+        return series(METRIC, [*_constant_pairs(self), ("metric_name", metric_name), ("step", step_label)], value,
+                      timestamp_ms)
+
+
+@functools.lru_cache(maxsize=64)
+def _constant_pairs(labels: SeriesLabels) -> tuple[tuple[str, str], ...]:
+    fields = attrs.asdict(labels)
+    return tuple((name, str(fields[name])) for name in LABELS if name in fields)
 
 
 def _checkpoint(path: Path) -> dict[str, Any]:
