@@ -200,3 +200,32 @@ def test_offline_mode_twice_gives_identical_files_and_one_remote_write(portal: C
     rows = [json.loads(line) for line in data.splitlines()]
     assert {r["run_id"] for r in rows} == {"r1"} and {r["experiment_id"] for r in rows} == {"e1"}
     assert (tmp_path / "out" / "metrics_remote_write_checkpoint.json").exists()
+
+
+def test_offline_mode_resumes_an_interrupted_remote_write_and_needs_a_store(portal: Callable[..., Any],
+                                                                            tmp_path: Path, adxmon: LoopbackKusto,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _chunk(tmp_path / "hist", "a.jsonl", range(5))
+    assert portal("experiment", "offload", "metrics", "--run", "r1", "--experiment", "e1", "--out",
+                  str(tmp_path / "online"), "--history", str(tmp_path / "hist" / "*.jsonl"), "--store",
+                  str(tmp_path / "s")).exit_code == 0
+    offline = ["experiment", "offload", "metrics", "--out", str(tmp_path / "out"), "--store", str(tmp_path / "s"),
+               "--remote-write-endpoint", adxmon.remote_write_url, "--remote-write-batch-size", "2"]
+    adxmon.endpoint.adxmon.down = True  # adx-mon goes away after the first request
+    real_post = remote_write.RemoteWriter.post
+
+    def first_then_down(self: remote_write.RemoteWriter, body: bytes) -> None:
+        adxmon.endpoint.adxmon.down = self.requests >= 1
+        real_post(self, body)
+
+    monkeypatch.setattr(remote_write.RemoteWriter, "post", first_then_down)
+    failed = portal(*offline, "--remote-write-max-attempts", "1")
+    assert failed.exit_code == 1 and "/receive failed after 1 attempt(s)" in failed.stderr
+    assert len(_rows(adxmon)) == 2
+    monkeypatch.setattr(remote_write.RemoteWriter, "post", real_post)
+    adxmon.endpoint.adxmon.down = False
+    assert portal(*offline).exit_code == 0  # resumes after the accepted request
+    assert _points(adxmon) == [("loss", s) for s in range(5)]
+    missing = portal("experiment", "offload", "metrics", "--out", str(tmp_path / "o2"), "--store",
+                     str(tmp_path / "nowhere"))
+    assert missing.exit_code != 0 and "Traceback" not in missing.stderr and "nowhere" in missing.stderr
