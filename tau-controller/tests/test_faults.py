@@ -33,6 +33,7 @@ def _owned(cluster: Any) -> dict[str, int]:
 EXPECTED = {"LocalQueue": 1, "RoleBinding": 2, "Role": 1, "ServiceAccount": 1, "ClusterRoleBinding": 1}
 
 
+@pytest.mark.slow
 def test_converges_through_errors_and_dropped_watches(platform, controller):
     platform.faults.add(method="POST", status=500, rate=0.5, count=6)
     platform.faults.add(method="PUT", path_regex="/status", status=409, count=2, message="the object has been modified")

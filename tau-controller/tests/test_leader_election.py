@@ -191,6 +191,7 @@ def test_only_the_lease_holder_reconciles_and_a_standby_takes_over(platform, con
     assert lease["spec"]["holderIdentity"] == "replica-b" and lease["spec"]["leaseTransitions"] >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.realclock
 def test_a_leader_that_cannot_renew_stops_before_the_standby_starts(platform, controller_factory):
     for user in ("replica-a", "replica-b"):

@@ -54,6 +54,7 @@ def test_bad_bind_address_is_a_one_line_usage_error(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_process_serves_health_and_metrics_on_loopback_and_reconciles(platform: Any, tmp_path):
     exe = shutil.which("tau-controller") or sys.executable
     health, metrics = _free_port(), _free_port()

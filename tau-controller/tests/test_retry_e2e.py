@@ -249,6 +249,7 @@ def _controller_process(cluster: Any, tmp_path: Path) -> subprocess.Popen[str]:
                              "--metrics-bind-address", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@pytest.mark.slow
 def test_a_controller_killed_between_deleting_the_failed_run_and_creating_the_next_attempt(live, tau_env,
                                                                                           tmp_path):
     """The real `tau-controller run` process is SIGKILLed while its create of the next attempt hangs in the API
@@ -284,6 +285,7 @@ def test_a_controller_killed_between_deleting_the_failed_run_and_creating_the_ne
     assert "Traceback" not in output
 
 
+@pytest.mark.slow
 def test_a_run_the_user_cancels_while_its_retry_is_halfway_is_not_revived(live, tau_env, tau_cli,
                                                                           controller_factory):
     """The controller recorded attempt 1 but its DELETE of the failed Job keeps failing; meanwhile the user runs

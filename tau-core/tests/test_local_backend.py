@@ -232,6 +232,7 @@ def test_each_attempt_is_classified_on_its_own_output(backend: LocalBackend, sub
     assert st.failure is FailureReason.UNKNOWN
 
 
+@pytest.mark.slow
 def test_resume_from_a_checkpoint_after_cancel(backend: LocalBackend, home: Path) -> None:
     request = SubmitRequest(
         name="train", objects=[], context={}, config_path=QUICKSTART / "tau" / "train.yaml", config_hash="h1",

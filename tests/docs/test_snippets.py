@@ -142,6 +142,7 @@ def test_every_runnable_block_is_a_command_or_a_file() -> None:
                     f"{block.page}:{block.line}: use `if cmd; then exit 1; fi` instead of `! cmd`")
 
 
+@pytest.mark.slow
 @pytest.mark.realclock
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_page_snippets_run(page: str, tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ def controller_pod(sim_cluster_factory, tmp_path):
     pod.stop()
 
 
+@pytest.mark.slow
 def test_install_is_ready_from_the_real_controllers_status(tau_cli, tau_env, helm_bin, tmp_path, controller_pod):
     cluster, pod = controller_pod
     chart = build_test_umbrella(tmp_path / "umbrella", helm_bin)
