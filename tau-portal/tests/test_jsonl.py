@@ -41,6 +41,8 @@ GOOD = '{"_step": 0, "_timestamp": 1760000000.125, "loss": 1.0, "accuracy": 0.0}
         (GOOD + "\n\nnot json at all\n", 4, "invalid JSON"),
         (GOOD + '{"_step": 1, "_timestamp": -5, "loss": 0.5}\n', 2, "_timestamp must be a valid positive Unix"),
         (GOOD + '{"_step": 1, "loss": 0.5', 2, "truncated last row"),
+        (GOOD + '{"_step": 1, "lone\\ud800": 0.5}\n', 2, "is not valid Unicode (a lone surrogate escape)"),
+        (GOOD + '{"_step": 1, "nested": {"a": 1}, "x\\udfff": 0.5}\n', 2, "is not valid Unicode"),
     ],
 )
 def test_bad_rows_name_file_and_line(store, tmp_path, body, line, message, visible_files):
@@ -67,6 +69,13 @@ def test_accepted_shapes(store, tmp_path):
     assert set(sums) == {"train/loss", "train/lr", "train/phase"}
     assert sums["train/loss"]["max_step"] == 2 and sums["train/lr"]["latest_step"] == 1  # 1.9 truncated
     assert sums["train/loss"]["latest_value"] == 0.25
+
+
+def test_a_surrogate_pair_escape_is_one_character(store, tmp_path):
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"_step": 0, "smile\\ud83d\\ude00": 1.5}\n')
+    _import(store, path)
+    assert [s["metric_name"] for s in store.summaries(["r1"])] == ["smile\U0001f600"]
 
 
 def test_metadata_only_history_is_rejected(store, tmp_path):

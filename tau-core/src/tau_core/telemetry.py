@@ -234,6 +234,14 @@ def _shown_key(key: str, limit: int = 80) -> str:
     return repr(key) if len(key) <= limit else repr(key[:limit]) + f"... ({len(key)} characters)"
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -310,6 +318,9 @@ def parse_jsonl_row(obj: Mapping[str, Any], line: int, fields: JsonlFields, out:
             fvalue = float(value)
         except OverflowError:  # an integer beyond the float range (400 nines)
             fvalue = math.inf
+        if not key.isascii() and not _encodable(key):
+            raise JsonlRowError(line, f"metric name {ascii(key)[:90]} is not valid Unicode (a lone surrogate escape)",
+                                "write metric names as UTF-8 text; \\ud800-\\udfff escapes must come in pairs")
         if not math.isfinite(fvalue):
             raise JsonlRowError(line, f"metric {_shown_key(key)} must be a finite number, got {_shown(value)}",
                                 "NaN and Infinity are rejected at import; log a counter such as nan_steps instead")

@@ -118,6 +118,8 @@ def _flat_objects(data: bytes, newlines: int) -> bool:
 
     if b"[" in data:
         return False
+    if (b"\\ud" in data or b"\\uD" in data) and re.search(rb"\\u[dD][89a-fA-F]", data):
+        return False  # surrogate escapes: the slow path pairs them, and names a lone one
     lines = newlines + (0 if data.endswith(b"\n") else 1)
     starts = data.count(b"\n{") + (1 if data.startswith(b"{") else 0)
     if starts == lines == data.count(b"{"):
