@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from tau_core.errors import ConfigError
 from tau_core.exptelemetry import Column
 
 if TYPE_CHECKING:
@@ -199,10 +198,7 @@ def fleet_source(name: str, host: Host | None = None, **options: Any) -> FleetSo
     """The fleet source registered as ``name``, built with ``options``; a one-line error when none is."""
     from tau_core.plugins import get_host
 
-    registry = (host or get_host()).registry(FAMILY)
-    if name not in registry:
-        known = ", ".join(sorted(e.name for e in registry.ordered())) or "none installed"
-        raise ConfigError(f"no fleet telemetry source named {name!r} ({known})",
-                          hint="pip install tau-kusto for the Kusto (Azure Data Explorer) boards")
-    source: FleetSource = registry[name].load()(**options)
+    entry = (host or get_host()).registry(FAMILY).require(
+        name, "fleet telemetry source", hint="pip install tau-kusto for the Kusto (Azure Data Explorer) boards")
+    source: FleetSource = entry.load()(**options)
     return source

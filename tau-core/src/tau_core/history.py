@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from tau_core.errors import ConfigError
-
 if TYPE_CHECKING:
     from tau_core.kql import MetricsFilter
     from tau_core.plugins import Host
@@ -232,10 +230,7 @@ def history_source(name: str, host: Host | None = None, **options: Any) -> Histo
     """The history source registered as ``name``, built with ``options``; a one-line error when none is."""
     from tau_core.plugins import get_host
 
-    registry = (host or get_host()).registry(FAMILY)
-    if name not in registry:
-        known = ", ".join(sorted(e.name for e in registry.ordered())) or "none installed"
-        raise ConfigError(f"no run-history source named {name!r} ({known})",
-                          hint="pip install tau-kusto for the Kusto (Azure Data Explorer) history")
-    source: HistorySource = registry[name].load()(**options)
+    entry = (host or get_host()).registry(FAMILY).require(
+        name, "run-history source", hint="pip install tau-kusto for the Kusto (Azure Data Explorer) history")
+    source: HistorySource = entry.load()(**options)
     return source

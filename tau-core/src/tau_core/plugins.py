@@ -25,7 +25,7 @@ from typing import Any
 import pluggy
 
 from tau_core import __version__, hookspecs
-from tau_core.errors import PluginError
+from tau_core.errors import ConfigError, PluginError
 from tau_core.output import warning as warn
 
 ENTRY_POINT_GROUP = "tau"
@@ -131,6 +131,13 @@ class Registry(Mapping[str, Entry]):
     def ordered(self) -> list[Entry]:
         """Entries from the highest priority down (ties keep name order)."""
         return sorted(self._entries.values(), key=lambda e: (-e.priority, e.name))
+
+    def require(self, name: str, what: str, *, hint: str) -> Entry:
+        """The entry ``name``, or a one-line error naming ``what`` was asked for and what is installed."""
+        if name not in self._entries:
+            known = ", ".join(sorted(self._entries)) or "none installed"
+            raise ConfigError(f"no {what} named {name!r} ({known})", hint=hint)
+        return self._entries[name]
 
 
 @dataclass
