@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,17 @@ def test_local_packet_and_in_process_recording(repo: Path, monkeypatch: pytest.M
     assert {e["direction"] for e in lineage} == {"output"} and lineage[0]["artifact_id"].startswith("r1/")
     assert result["recorded"] == 5 * 2 + 1 + 1  # loss+acc for 5 steps, loss at step 5, the status marker
     assert run.finished and result["run"] == "r1"
+
+
+def test_any_real_number_is_logged_and_other_values_are_not(repo: Path) -> None:
+    import numpy as np
+
+    stellar.init(project="Demo", run="r-real")
+    stellar.log({"f32": np.float32(0.5), "i64": np.int64(3), "frac": Fraction(1, 4), "flag": np.bool_(True),
+                 "yes": True, "inf32": np.float32("inf"), "text": "x"}, step=0)
+    result = stellar.finish()
+    [row] = _rows(Path(result["packet"]) / "history.jsonl")
+    assert {k: v for k, v in row.items() if not k.startswith("_")} == {"f32": 0.5, "i64": 3.0, "frac": 0.25}
 
 
 def test_metrics_are_readable_in_stellar(repo: Path) -> None:

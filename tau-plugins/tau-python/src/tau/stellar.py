@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import json
 import math
+import numbers
 import os
 import signal
 import threading
@@ -258,8 +259,8 @@ def _row(step: int, ts: float, values: Mapping[str, Any]) -> str:
         if kind is float or kind is int:
             if value - value == 0:  # finite (NaN and infinities are dropped)
                 parts.append(_key(key) + repr(value))
-        elif isinstance(value, int | float) and not isinstance(value, bool):  # numpy scalars and friends
-            number = float(value)
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            number = float(value)  # numpy scalars (float32 too), Fraction: any registered real number
             if math.isfinite(number):
                 parts.append(_key(key) + repr(number))
     parts.append("}\n")
