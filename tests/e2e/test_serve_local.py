@@ -66,6 +66,15 @@ def test_local_rayservice_without_ray_names_the_extra(tau_cli: Any, monkeypatch:
     assert "Ray is not installed" in result.stderr and "tau[ray]" in result.stderr
 
 
+def test_local_rayservice_without_serve_s_http_stack_names_what_is_missing(tau_cli: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray installed without its serve extra: say so before a head starts (the dashboard would answer 501)."""
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    result = tau_cli("serve", "deploy", "llm", "--local")
+    assert result.exit_code == 2
+    assert "Ray Serve's HTTP stack is missing (fastapi)" in result.stderr and "tau[ray]" in result.stderr
+
+
 def test_local_needs_a_command_and_refuses_secrets(tau_cli: Any) -> None:
     no_command = tau_cli("serve", "deploy", "web", "--local", "--kind", "deployment")
     assert no_command.exit_code == 2 and "--command" in no_command.stderr

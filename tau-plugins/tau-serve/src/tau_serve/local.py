@@ -80,10 +80,16 @@ def service_plan(args: DeployArgs) -> dict[str, Any]:
             "cwd": os.getcwd(), "readiness_path": args.readiness_path}
 
 
+SERVE_MODULES = ("ray", "fastapi", "uvicorn", "starlette")  # ray[serve]: its proxy answers through these
+
+
 def _rayservice_argv(args: DeployArgs) -> tuple[int, list[str]]:
     """``python -m tau_serve.ray_local ...`` on a free port (the current one on a redeploy) unless --port."""
-    if importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.serve") is None:
-        raise UsageError("--local --kind=rayservice runs Ray Serve on this machine, and Ray is not installed",
+    missing = [m for m in SERVE_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        what = ("Ray is not installed" if "ray" in missing
+                else f"Ray Serve's HTTP stack is missing ({', '.join(missing)})")
+        raise UsageError(f"--local --kind=rayservice runs Ray Serve on this machine, and {what}",
                          hint="install the extra: pip install 'tau[ray]' (or use --kind=deployment --command ...)")
     current = read_index(args.name)
     port = args.port or (int(current["port"]) if current and current.get("kind") == "rayservice" else free_port())
