@@ -38,6 +38,7 @@ from tau_core.kql import schema_commands
 from tau_testing.kusto import LoopbackKusto, StaticToken, start_kusto
 from tau_testing.paths import repo_root
 from tau_testing.sim.scenarios.taugrid import NAMESPACE, RESULT_PVC, TauGridScenario
+from tau_testing.uvicorn_thread import UvicornThread
 
 pytestmark = [pytest.mark.realclock, pytest.mark.slow]
 
@@ -129,26 +130,15 @@ def _shim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @contextlib.contextmanager
 def _served(app: Any) -> Iterator[str]:
     """``app`` on a real uvicorn server on a loopback port."""
-    import time
-
-    import uvicorn
-
     from taugrid_portal.stellar.server import bind, url_for
 
     sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the Portal did not start"
-        time.sleep(0.05)
+    served = UvicornThread(app, sock, name="portal", what="Portal", log_level="warning", lifespan="on")
+    served.start(timeout=30)
     try:
         yield url_for(sock)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+        served.stop()
 
 
 def _portal(*args: str) -> tuple[int, str, str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,6 +20,7 @@ from tau_core.history import LifecycleRow
 from tau_core.telemetry import ScalarRecord
 from tau_kusto.sink import KustoSink
 from tau_testing.kusto import LoopbackKusto, StaticToken
+from tau_testing.uvicorn_thread import UvicornThread
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 NS = "stellar-ns"
@@ -142,26 +142,17 @@ def test_stellar_auto_prefers_the_local_store_and_degrades(up: LoopbackKusto, tm
 @contextlib.contextmanager
 def _server(kusto: LoopbackKusto, store: Path, workspace: str) -> Iterator[str]:
     """A real uvicorn Stellar server reading Kusto (``serve --source kusto --workspace WORKSPACE``)."""
-    import uvicorn
-
     from taugrid_portal.stellar.kusto import KustoOrigin
     from taugrid_portal.stellar.server import bind, create_app, url_for
 
     sock = bind("127.0.0.1", 0)
     app = create_app(store, source="kusto", kusto=KustoOrigin(kusto.query_url, "Metrics", workspace=workspace))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the Stellar server did not start"
-        time.sleep(0.05)
+    served = UvicornThread(app, sock, name="stellar-kusto", what="Stellar server", log_level="warning")
+    served.start(timeout=30)
     try:
         yield url_for(sock)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+        served.stop()
 
 
 @pytest.fixture

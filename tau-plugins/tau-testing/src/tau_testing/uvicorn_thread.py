@@ -29,9 +29,9 @@ class UvicornThread:
 
         self.sock, self.what = sock, what
         # "critical": the apps answer their own errors; what reaches uvicorn is an injected connection drop
-        self.server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="critical", access_log=False,
-                                                   ws=config.pop("ws", "none"), timeout_graceful_shutdown=1,
-                                                   **config))
+        options = {"lifespan": "off", "log_level": "critical", "access_log": False, "ws": "none",
+                   "timeout_graceful_shutdown": 1, **config}
+        self.server = uvicorn.Server(uvicorn.Config(app, **options))
         self.loop: asyncio.AbstractEventLoop | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)

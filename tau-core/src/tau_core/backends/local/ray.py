@@ -4,7 +4,7 @@ One Ray head per run, owned by the run's supervisor:
 
 * ``ray start --head --block`` in its own process group, with ``PR_SET_PDEATHSIG`` so it goes when the
   supervisor goes, even on ``kill -9``;
-* Ray's temp root is a short per-run directory under the system temp (``/tmp/tau-ray-XXXXXXXX``): the
+* Ray's temp root is a short per-run directory under the system temp (``/tmp/tau-ray-`` plus 8 random characters): the
   plasma store and raylet sockets live below it, and AF_UNIX socket paths are limited to 107 bytes,
   so it can never sit under the run directory.  Its location is recorded in the run record;
 * token authentication (``RAY_AUTH_MODE=token``) with a token generated for the head and kept 0600 in
@@ -207,7 +207,7 @@ def _free_port() -> int:
 
 
 def short_temp_root() -> Path:
-    """A fresh ``tau-ray-XXXXXXXX`` directory under the system temp (``/tmp`` when that path is long)."""
+    """A fresh ``tau-ray-`` + 8 random characters directory under the system temp (``/tmp`` when that path is long)."""
     base = tempfile.gettempdir()
     if len(base) > _MAX_TEMP_BASE or not os.access(base, os.W_OK):
         base = "/tmp"
