@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,19 @@ from tau_testing.runner import TauCli
 
 #: The TauGrid scenario fixtures (``taugrid_cluster``, ``taugrid_factory``).
 pytest_plugins = ["tau_testing.sim.scenarios.fixtures"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let the processes a test starts receive Ctrl-C as they would in a terminal.
+
+    A shell without job control starts a background command with SIGINT ignored, and an ignored signal
+    stays ignored across ``fork`` and ``exec``: pytest run that way would pass the disposition on to every
+    ``tau`` process a test starts, and a test that sends SIGINT to check Ctrl-C would wait for an exit that
+    never comes.  With Python's own handler installed here, children start with the default disposition
+    (``exec`` resets caught signals), which is what a terminal's foreground process has.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
