@@ -47,11 +47,15 @@ def test_bad_bind_address_is_a_one_line_usage_error(tmp_path):
     cfg.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
                    "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
                    "current-context: x\n")
-    result = subprocess.run([sys.executable, "-m", "tau_controller", "run", "--kubeconfig", str(cfg),
-                             "--health-probe-bind-address", "nonsense"], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2, result.stderr
-    assert "--health-probe-bind-address 'nonsense' is not host:port or :port" in result.stderr
-    assert "Traceback" not in result.stderr
+    code = ("import sys\nfrom tau_controller.cli import main\ntry:\n    main()\n"
+            "finally:\n    print('kopf loaded:', 'kopf' in sys.modules)")
+    for flag in ("--health-probe-bind-address", "--metrics-bind-address"):
+        result = subprocess.run([sys.executable, "-c", code, "run", "--kubeconfig", str(cfg), flag, "nonsense"],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert f"{flag} 'nonsense' is not host:port or :port" in result.stderr
+        assert "Traceback" not in result.stderr
+        assert "kopf loaded: False" in result.stdout  # refused before the operator framework loads
 
 
 @pytest.mark.slow

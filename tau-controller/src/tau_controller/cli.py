@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import click
 
@@ -42,6 +43,13 @@ def run(kubeconfig: str | None, context: str | None, system_namespace: str, plat
     import asyncio
     import logging
 
+    from tau_controller.addresses import bind_address
+
+    try:  # a malformed address is refused before kopf and aiohttp load
+        bind_address(health_probe_bind_address, "--health-probe-bind-address")
+        bind_address(metrics_bind_address, "--metrics-bind-address")
+    except TauError as exc:
+        _fail(exc)
     from tau_controller.runtime import Controller, Options
 
     default = keys.SYSTEM_NAMESPACE_DEFAULT
@@ -59,9 +67,13 @@ def run(kubeconfig: str | None, context: str | None, system_namespace: str, plat
     try:
         asyncio.run(controller.run())
     except TauError as exc:
-        click.echo(f"error: {exc}" + (f"\nhint: {exc.hint}" if getattr(exc, "hint", None) else ""), err=True)
-        sys.exit(exc.exit_code)
+        _fail(exc)
     except KeyboardInterrupt:
         pass
     if controller.lost_leadership:
         sys.exit(1)
+
+
+def _fail(exc: TauError) -> NoReturn:
+    click.echo(f"error: {exc}" + (f"\nhint: {exc.hint}" if getattr(exc, "hint", None) else ""), err=True)
+    sys.exit(exc.exit_code)

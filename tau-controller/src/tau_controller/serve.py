@@ -10,25 +10,18 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from tau_core.errors import UsageError
+from tau_controller.addresses import LOOPBACK, bind_address
 
 log = logging.getLogger("tau_controller")
-LOOPBACK = "127.0.0.1"
 
 
 def parse_address(text: str, flag: str) -> tuple[str, int] | None:
-    """``host:port``, ``:port`` (every interface, as the chart passes it) or ``0``/``off`` (disabled)."""
-    value = text.strip()
-    if value in ("0", "off", ""):
-        return None
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"{flag} {text!r} is not host:port or :port", hint=f"for example {flag} 127.0.0.1:8081")
-    host = host.strip("[]") or "0.0.0.0"
-    if host not in (LOOPBACK, "localhost", "::1"):
+    """:func:`bind_address`, with a warning when the address is reachable from other hosts."""
+    address = bind_address(text, flag)
+    if address is not None and address[0] not in (LOOPBACK, "localhost", "::1"):
         log.warning("%s binds %s:%s, reachable from other hosts (the chart does this for the kubelet's probes)",
-                    flag, host, port)
-    return host, int(port)
+                    flag, *address)
+    return address
 
 
 class Metrics:
