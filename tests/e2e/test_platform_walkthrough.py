@@ -62,6 +62,7 @@ def test_platform_walkthrough(helm_bin: Path, kubectl_bin: Path, tmp_path: Path)
     assert "TauQuotaRequest tau-system/aurora-cpu-quota-request created" in request
     # the admission guard (a ValidatingAdmissionPolicy) refuses a self-approved request: it never exists
     assert 'quotarequests "aurora-gpu-quota-request" is invalid' in request
+    assert "Only platform administrators may set the quota decision annotations" in request
     assert not re.search(r"^aurora-gpu-quota-request\s", request, re.M)
     assert re.search(r"^aurora-cpu-quota-request\s+aurora\s+cpu\s+64\s+Approved", request, re.M), request
     refusals = _section(out, 7)

@@ -452,6 +452,7 @@ def test_validating_admission_policy_is_enforced_for_api_writes(cluster):
             assert body["message"] == ('configmaps "sneaky" is forbidden: ValidatingAdmissionPolicy \'cm-guard\' '
                                        "with binding 'cm-guard' denied request: approval annotations are "
                                        "platform-owned.")
+            assert body["details"]["causes"] == [{"message": body["message"].split(" is forbidden: ", 1)[1]}]
             await expect_api_error(v1.patch_namespaced_config_map(
                 "plain", "default", {"metadata": {"annotations": {"example.com/approved": "true"}}}), 422)
             await v1.patch_namespaced_config_map("plain", "default", {"data": {"k": "changed"}})

@@ -74,6 +74,13 @@ def test_preview_then_apply_creates_only_the_workspace(tau_cli, provisioned):
     (lambda c: c.store.delete("storage.k8s.io/v1", "StorageClass", None, "azureblob-fuse-premium"), (),
      'StorageClass "azureblob-fuse-premium" not found'),
     (lambda c: c.store.delete(KUEUE, "ClusterQueue", None, "jobqueue"), (), 'ClusterQueue "jobqueue" not found'),
+    (lambda c: c.store.delete(KUEUE, "LocalQueue", "aurora", "jobqueue"), (),
+     'LocalQueue "aurora/jobqueue" not found'),
+    (lambda c: c.store.patch("v1", "Namespace", None, "aurora",
+                             {"metadata": {"labels": {keys.KUEUE_DEFAULT_LOCAL_QUEUE: "team-q"}}}), (),
+     'Namespace "aurora" names default LocalQueue "team-q", not "jobqueue"'),
+    (None, ("--queue-uid", "0000"), "not the --queue-uid 0000"),
+    (None, ("--pvc-uid", "0000"), "not the --pvc-uid 0000"),
 ])
 def test_preflight_refusals_create_nothing(tau_cli, provisioned, change, args, message):
     if change is not None:

@@ -262,3 +262,14 @@ def test_the_exec_plugin_never_starts_a_sign_in_without_a_user(tau_cli, aks):
         f"error: an Azure sign-in to tenant {aks.tenant} (access.aks.tenantID) is needed and this command may not "
         "start one")
     assert aks.entra.grants("devicecode") == 0
+
+
+def test_read_verbs_in_a_connected_aks_repository_use_its_isolated_kubeconfig(tau_cli, repo, aks, monkeypatch):
+    connect(tau_cli, repo)
+    monkeypatch.chdir(repo)  # the AKS context exists only in the isolated kubeconfig the connection pinned
+    status = tau_cli("workspace", "status", "aurora")
+    assert status.exit_code == 0, status
+    assert status.stdout.startswith("Workspace: aurora\n") and "phase:          Ready" in status.stdout
+    quota = tau_cli("workspace", "quota", "show", "aurora", "-o", "json")
+    assert quota.exit_code == 0, quota
+    assert json.loads(quota.stdout)["namespace"] == "aurora"

@@ -142,6 +142,37 @@ def test_terminating_workspace_blocks_create(tau_cli, platform):
     assert result.exit_code == 1 and 'TauWorkspace "aurora" in namespace tau-system is being deleted' in result.stderr
 
 
+def test_apply_asks_the_server_for_a_dry_run_before_the_create(tau_cli, platform):
+    platform.requests.clear()
+    result = tau_cli("workspace", "create", "aurora", "--principal-name", "g", "--apply")
+    assert result.exit_code == 0, result.stderr
+    posts = [r for r in platform.requests.entries if r.method == "POST" and r.path.endswith("/workspaces")]
+    assert len(posts) == 2 and all(r.status == 201 for r in posts)  # the dry run, then the one real create
+    assert len(_workspaces(platform)) == 1
+
+
+def test_more_than_one_existing_workspace_is_refused(tau_cli, platform):
+    for name in ("aurora", "borealis"):
+        platform.store.create({"apiVersion": TAU, "kind": "TauWorkspace",
+                               "metadata": {"name": name, "namespace": SYSTEM},
+                               "spec": {"authorization": {"mode": "cluster-wide"},
+                                        "target": {"namespace": name}, "queue": "jobqueue"}})
+    result = tau_cli("workspace", "create", "aurora", "--principal-name", "g")
+    assert result.exit_code == 1
+    assert ("v0 supports one TauWorkspace, but 2 already exist in namespace tau-system (aurora, borealis)"
+            in result.stderr)
+    assert "Traceback" not in result.stderr
+
+
+def test_terminating_cluster_queue_is_refused(tau_cli, platform):
+    platform.store.patch("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "jobqueue",
+                         {"metadata": {"finalizers": ["example.com/hold"]}})
+    platform.store.delete("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "jobqueue")
+    result = tau_cli("workspace", "create", "aurora", "--principal-name", "g", "--apply")
+    assert result.exit_code == 1 and 'ClusterQueue "jobqueue" is being deleted' in result.stderr
+    assert _workspaces(platform) == []
+
+
 def test_unknown_context_and_non_taugrid_cluster(tau_cli, tau_env, sim_cluster_factory):
     bare = sim_cluster_factory()
     tau_env["KUBECONFIG"] = str(bare.kubeconfig_path)

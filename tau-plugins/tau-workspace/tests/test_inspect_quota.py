@@ -71,6 +71,15 @@ def test_check_data_pvc_warnings(tau_cli, taugrid_cluster):
     assert pending.exit_code == 0 and "is not Bound (phase Pending)" in pending.stdout
 
 
+def test_check_data_pvc_lookup_error_is_fatal(tau_cli, taugrid_cluster):
+    taugrid_cluster.cluster.faults.add(method="GET", path_regex="/persistentvolumeclaims/blob-training$",
+                                       status=403)
+    result = tau_cli("workspace", "check", "aurora", "--data-pvc", "blob-training")
+    assert result.exit_code == 1
+    assert result.stderr.startswith('error: cannot verify durable /data PVC "blob-training" in namespace "aurora"')
+    assert "Traceback" not in result.stderr
+
+
 def test_not_a_taugrid_cluster(tau_cli, tau_env, sim_cluster_factory):
     bare = sim_cluster_factory()
     tau_env["KUBECONFIG"] = str(bare.kubeconfig_path)

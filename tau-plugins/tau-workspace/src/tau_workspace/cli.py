@@ -13,11 +13,15 @@ from tau_core.output import emit, output_option
 
 @click.group(context_settings=CONTEXT)
 def workspace() -> None:
-    """Workspace connection for researchers.
+    """Workspaces: administration for the platform team, connection for researchers.
 
-    A repository names its workspace in the checked-in, non-secret descriptor
-    tau/workspace.connection.yaml. `tau workspace connection` verifies and pins it;
-    `tau run` activates it automatically.
+    Platform team: create (or adopt) the TauWorkspace, then list, status and check it,
+    and read its quota. Only create, adopt and quota request write to the cluster, and
+    each only previews unless given --apply.
+
+    Researchers: a repository names its workspace in the checked-in, non-secret
+    descriptor tau/workspace.connection.yaml (init-repo writes one).
+    `tau workspace connection` verifies and pins it; `tau run` activates it automatically.
     """
 
 

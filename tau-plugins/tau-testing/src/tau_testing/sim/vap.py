@@ -188,5 +188,8 @@ class PolicyEnforcer:
         if "Deny" in actions:
             name = (obj.get("metadata") or {}).get("name", "")
             qualified = f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural
+            # an Invalid denial carries the message as a cause without a field, as the API server's does:
+            # kubectl prints 'The <plural> "<name>" is invalid: : <message>' from it
+            causes = [{"message": message}] if reason == "Invalid" else None
             raise ApiError(_CODES.get(reason, 422), reason, f'{qualified} "{name}" is forbidden: {message}',
-                           name=name, group=rtype.group, kind=rtype.plural)
+                           causes, name=name, group=rtype.group, kind=rtype.plural)
