@@ -18,8 +18,6 @@ from ctrl_platform import workspace
 from tau_controller.cli import main
 from tau_core import keys
 
-pytestmark = pytest.mark.realclock  # the controller runs in real time
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -58,6 +56,7 @@ def test_bad_bind_address_is_a_one_line_usage_error(tmp_path):
         assert "kopf loaded: False" in result.stdout  # refused before the operator framework loads
 
 
+@pytest.mark.realclock  # the controller process runs in real time
 @pytest.mark.slow
 def test_process_serves_health_and_metrics_on_loopback_and_reconciles(platform: Any, tmp_path):
     exe = shutil.which("tau-controller") or sys.executable

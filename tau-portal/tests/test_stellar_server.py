@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-pytestmark = pytest.mark.realclock  # a real server thread and subprocesses
+#: a real server thread or process answering while the test runs; the commands that run to completion are not
+#: real-clock tests and stay out of `nox -s flaky`
+REALCLOCK = pytest.mark.realclock
 
 
 def _history(path: Path, steps: int, seed: int) -> Path:
@@ -82,6 +84,7 @@ def test_default_bind_is_loopback() -> None:
         sock.close()
 
 
+@REALCLOCK
 def test_endpoints(base_url: str, store_path: Path) -> None:
     health = _get(base_url, "/healthz")
     assert health.status_code == 200
@@ -109,6 +112,7 @@ def test_endpoints(base_url: str, store_path: Path) -> None:
     assert index.json()["service"] == "tau.exp.stellar"
 
 
+@REALCLOCK
 def test_every_response_has_nosniff(base_url: str) -> None:
     paths = ["/", "/healthz", "/stellar?target=sweep", "/api/stellar/snapshot?target=sweep",
              "/api/stellar/series?target=sweep&metric=loss", "/api/stellar/snapshot?target=nope", "/nope",
@@ -119,6 +123,7 @@ def test_every_response_has_nosniff(base_url: str) -> None:
         assert r.headers.get("x-frame-options") == "DENY", path
 
 
+@REALCLOCK
 def test_errors_are_clear_json(base_url: str) -> None:
     r = _get(base_url, "/api/stellar/snapshot", params={"target": "nope"})
     assert r.status_code == 404
@@ -138,6 +143,7 @@ def test_errors_are_clear_json(base_url: str) -> None:
     assert r.status_code == 404
 
 
+@REALCLOCK
 def test_no_write_routes(base_url: str) -> None:
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         for path in ("/stellar?target=sweep", "/api/stellar/snapshot?target=sweep", "/healthz"):
@@ -147,6 +153,7 @@ def test_no_write_routes(base_url: str) -> None:
             assert r.headers["x-content-type-options"] == "nosniff"
 
 
+@REALCLOCK
 def test_healthz_reports_a_broken_store(tmp_path: Path) -> None:
     for url in _serve(tmp_path / "missing"):
         r = httpx.get(url + "/healthz", timeout=30)
@@ -156,6 +163,7 @@ def test_healthz_reports_a_broken_store(tmp_path: Path) -> None:
         assert r.status_code == 404 and "does not exist" in r.json()["detail"]
 
 
+@REALCLOCK
 def test_serve_command_binds_loopback_by_default(store_path: Path) -> None:
     env = {**os.environ, "TAU_EXP_STORE": str(store_path), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -278,6 +286,7 @@ def _interrupt(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
+@REALCLOCK
 def test_serve_open_opens_the_default_target_with_its_metric(store_path: Path, tmp_path: Path) -> None:
     proc, marker = _with_browser(store_path, tmp_path, "serve", "--addr", "0.0.0.0:0", "--default-target", "sweep",
                                  "--metric", "loss", "--open")
@@ -291,6 +300,7 @@ def test_serve_open_opens_the_default_target_with_its_metric(store_path: Path, t
         _interrupt(proc)
 
 
+@REALCLOCK
 def test_open_serves_and_opens_the_default_browser(store_path: Path, tmp_path: Path) -> None:
     proc, marker = _with_browser(store_path, tmp_path, "open", "sweep")
     try:
@@ -313,6 +323,7 @@ def test_open_rejects_unknown_targets_before_serving(store_path: Path) -> None:
     assert "did you mean 'sweep'" in r.stderr
 
 
+@REALCLOCK
 def test_snapshots_are_cached_until_the_store_changes(tmp_path: Path) -> None:
     from taugrid_portal.store import ExperimentStore
     from taugrid_portal.store.writes import import_jsonl
@@ -334,6 +345,7 @@ def test_snapshots_are_cached_until_the_store_changes(tmp_path: Path) -> None:
         assert "run-b" in page.text
 
 
+@REALCLOCK
 def test_artifact_index_and_sandboxed_content(base_url: str) -> None:
     listing = _get(base_url, "/api/stellar/artifacts", params={"target": "sweep"})
     assert listing.status_code == 200 and listing.json()["target_type"] == "experiment"
