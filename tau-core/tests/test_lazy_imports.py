@@ -86,3 +86,38 @@ def test_aiohttp_loads_the_system_ca_bundle_when_it_uses_its_default_context(sim
               c._SSL_CONTEXT_UNVERIFIED.cert_store_stats()["x509_ca"] > 0)
     """, cluster.url)
     assert out.splitlines() == ["0", "untrusted", "True True"]
+
+
+def test_a_plain_http_client_never_reads_the_trust_store_and_a_context_in_use_is_completed(sim_cluster_factory,
+                                                                                          tmp_path):
+    plain = sim_cluster_factory(controllers=False)
+    tls = sim_cluster_factory(controllers=False, tls=True)
+    assert plain.url.startswith("http://")
+    kubeconfig = write_private_kubeconfig(plain.kubeconfig(), tmp_path / "kube" / "config")
+    out = _run("""
+        import asyncio, ssl, sys
+        import aiohttp
+        from tau_core.kube import KubeSession, run
+        from tau_core.lazy_imports import without_trust_store
+
+        async def read():
+            async with await KubeSession.connect(kubeconfig=sys.argv[1]) as session:
+                name = (await session.get("/api/v1/namespaces/default"))["metadata"]["name"]
+                context = session._api.rest_client.pool_manager.connector._ssl
+                return name, context.cert_store_stats()["x509_ca"]
+
+        print(run(read))
+
+        async def fetch():  # a deferred context that a TLS connection picks is completed before the handshake
+            context = without_trust_store(ssl.create_default_context)
+            before = context.cert_store_stats()["x509_ca"]
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
+                try:
+                    await session.get(sys.argv[2] + "/version")
+                except aiohttp.ClientConnectorCertificateError:
+                    pass  # the simulator's CA is not in the system bundle
+            return before, context.cert_store_stats()["x509_ca"] > 0
+
+        print(asyncio.run(fetch()))
+    """, str(kubeconfig), tls.url)
+    assert out.splitlines() == ["('default', 0)", "(0, True)"]

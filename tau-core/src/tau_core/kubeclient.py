@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from tau_core.errors import ClusterError
-from tau_core.lazy_imports import import_aiohttp_connector, register_lazy
+from tau_core.lazy_imports import import_aiohttp_connector, register_lazy, without_trust_store
 
 _PACKAGES = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.models")
 
@@ -102,7 +102,10 @@ async def load_client(config: Mapping[str, Any], context: str) -> Any:
         await loader.load_and_set(configuration)
     except config_exception as exc:
         raise _unusable(context, exc) from exc
-    client = api_client_cls(configuration)
+    if str(configuration.host).startswith("http://"):  # no TLS: the context's trust store would go unread
+        client = without_trust_store(lambda: api_client_cls(configuration))
+    else:
+        client = api_client_cls(configuration)
     if hasattr(loader, "exec_plugin_expiry"):
         _refresh_exec_token(client, loader, configuration, context, config_exception)
     return client

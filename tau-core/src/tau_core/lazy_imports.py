@@ -1,4 +1,4 @@
-"""Two import-time costs of the Kubernetes client that a CLI command does not need to pay.
+"""Start-up costs of the Kubernetes client that a CLI command does not need to pay.
 
 * :func:`import_aiohttp_connector` imports ``aiohttp.connector`` without letting it read the system CA
   bundle.  At import, aiohttp builds two default SSL contexts (verified and unverified) and loads the
@@ -13,6 +13,8 @@
   ``multiprocessing.pool`` for model deserialization and synchronous calls Tau never makes.  A lazy
   module behaves as the real one for every later user.  (``pickle`` stays: aiohttp's cookie jar
   subclasses its unpickler at import.)
+* :func:`without_trust_store` builds a client whose SSL context reads the system trust store only if a
+  connection uses it: never, for a plain ``http://`` API server.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import ssl
 import sys
 import threading
 import types
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 _lock = threading.RLock()
 _pending: list[ssl.SSLContext] = []
+T = TypeVar("T")
 
 
 class _Deferred(types.ModuleType):
@@ -99,39 +103,72 @@ def _complete_default_contexts(chosen: object = None) -> None:
             _pending.pop().set_default_verify_paths()
 
 
-def import_aiohttp_connector() -> None:
-    """Import ``aiohttp.connector`` with its default contexts' CA loading deferred to first use."""
+@contextmanager
+def _deferring_verify_paths() -> Iterator[None]:
+    """Within: ``set_default_verify_paths`` on this thread records its context as pending instead of reading
+    the system trust store (other threads are unaffected)."""
     with _lock:
-        if "aiohttp.connector" in sys.modules:
-            return
-        importer = threading.get_ident()
+        caller = threading.get_ident()
         inherited = ssl.SSLContext.set_default_verify_paths
         own = ssl.SSLContext.__dict__.get("set_default_verify_paths")  # None in CPython: a C method
 
         def record(self: ssl.SSLContext) -> None:
-            if threading.get_ident() == importer:
+            if threading.get_ident() == caller:
                 _pending.append(self)
             else:
                 inherited(self)
 
         ssl.SSLContext.set_default_verify_paths = record  # type: ignore[method-assign]
         try:
-            import aiohttp.connector as connector
+            yield
         finally:
             if own is None:
                 del ssl.SSLContext.set_default_verify_paths  # the inherited C method again
             else:
                 ssl.SSLContext.set_default_verify_paths = own  # type: ignore[method-assign]
+
+
+def _complete_on_first_use(connector: Any) -> bool:
+    """Make aiohttp complete a pending context when a connection is about to use it (once per process)."""
     tcp = getattr(connector, "TCPConnector", None)
     original: Callable[..., Any] | None = getattr(tcp, "_get_ssl_context", None)
-    if tcp is None or original is None:  # an aiohttp without that seam: load now, as aiohttp would have
-        _complete_default_contexts()
-        return
+    if tcp is None or original is None:  # an aiohttp without that seam
+        return False
+    if getattr(original, "_tau_completes_pending", False):
+        return True
 
     def _get_ssl_context(self: Any, req: Any) -> Any:
         chosen = original(self, req)
-        if _pending:
-            _complete_default_contexts(chosen)  # only when aiohttp picked one of its own defaults
+        if _pending and chosen is not None:  # None: a plain-HTTP connection, no TLS at all
+            _complete_default_contexts(chosen)  # only when the connection picked a pending context
         return chosen
 
+    _get_ssl_context._tau_completes_pending = True  # type: ignore[attr-defined]
     tcp._get_ssl_context = _get_ssl_context
+    return True
+
+
+def import_aiohttp_connector() -> None:
+    """Import ``aiohttp.connector`` with its default contexts' CA loading deferred to first use."""
+    with _lock:
+        if "aiohttp.connector" in sys.modules:
+            return
+        with _deferring_verify_paths():
+            import aiohttp.connector as connector
+    if not _complete_on_first_use(connector):  # load now, as aiohttp would have
+        _complete_default_contexts()
+
+
+def without_trust_store(build: Callable[[], T]) -> T:
+    """``build()``, with the system trust store of the SSL contexts it creates loaded on their first use.
+
+    ``kubernetes_asyncio`` builds an SSL context for every client, and reads the system trust store into it
+    when the kubeconfig brings no CA of its own (tens of milliseconds of CPU), even for a plain ``http://``
+    API server that never uses it.  A context a connection does choose is completed before the handshake.
+    """
+    import aiohttp.connector as connector
+
+    if not _complete_on_first_use(connector):
+        return build()
+    with _deferring_verify_paths():
+        return build()
