@@ -135,6 +135,7 @@ def test_without_the_controller_the_cli_owns_the_retry_and_says_so(taugrid_facto
     assert job["metadata"]["annotations"][keys.RETRY_OWNER] == "cli"
 
 
+@pytest.mark.slow
 def test_status_shows_the_coming_attempt_and_its_owner(live, tau_env, tau_cli):
     cluster, _ = live
     config = Path("tau/pre.yaml")
@@ -160,6 +161,7 @@ def _failed(cluster: Any) -> bool:
                ((_job(cluster) or {}).get("status") or {}).get("conditions") or [])
 
 
+@pytest.mark.slow
 def test_a_restarted_controller_keeps_the_stamped_backoff(live, tau_env, controller_factory):
     """The retry due time lives on the failed workload: a new controller honours it instead of starting the
     backoff again (here a 10 minute backoff whose due time has passed while no controller ran)."""
@@ -195,6 +197,7 @@ def test_a_restarted_controller_keeps_the_stamped_backoff(live, tau_env, control
     assert keys.RETRY_DUE not in _job(cluster)["metadata"]["annotations"]  # the new attempt starts clean
 
 
+@pytest.mark.slow
 def test_a_resubmission_cut_short_after_its_event_is_finished_by_the_next_controller(live, tau_env,
                                                                                       controller_factory):
     """The controller records the next attempt on the retry Event before deleting the failed workload: when it

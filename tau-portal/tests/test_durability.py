@@ -120,6 +120,7 @@ def _kill_during_import(root: Path, files: list[str], delay: float) -> int | Non
     return proc.returncode
 
 
+@pytest.mark.slow
 def test_sigkill_mid_import_leaves_a_store_that_opens_and_accepts_the_rerun(tmp_path, write_history):
     root = tmp_path / "store"
     ExperimentStore.init(root, project="demo")[0].close()

@@ -287,6 +287,7 @@ def _interrupt(proc: subprocess.Popen[str]) -> None:
 
 
 @REALCLOCK
+@pytest.mark.slow
 def test_serve_open_opens_the_default_target_with_its_metric(store_path: Path, tmp_path: Path) -> None:
     proc, marker = _with_browser(store_path, tmp_path, "serve", "--addr", "0.0.0.0:0", "--default-target", "sweep",
                                  "--metric", "loss", "--open")

@@ -239,6 +239,7 @@ def test_status_and_logs_of_a_job_submitted_outside_taugrid(taugrid_cluster: Tau
 
 
 @pytest.mark.realclock
+@pytest.mark.slow
 def test_watch_redraws_in_place_on_a_terminal(taugrid_factory, tau_env, tau_cli, repo: Path) -> None:
     import os
     import pty
