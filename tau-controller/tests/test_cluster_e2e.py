@@ -77,6 +77,21 @@ def test_invalid_and_conflicting_rules_become_conditions(platform, controller):
     assert keys.GPU_CLASS not in _node_labels(platform, "gpu-node-1")  # nothing applied while conflicting
 
 
+def test_a_failed_node_patch_is_drift_and_is_retried_with_backoff_until_it_lands(platform, controller_factory):
+    _set_spec(platform, nodes={"labelRules": node_label_rules()})
+    refused = platform.faults.add(method="PATCH", path_regex="/nodes/gpu-node-1", status=422, message="refused")
+    controller = controller_factory(platform)
+    platform.wait_for(lambda: _reason(platform, "NodesReady") == "NodeLabelReconcileFailed", timeout=20)
+    status = _cluster(platform)["status"]
+    assert status["nodes"] == {"observed": 1, "ready": 0, "drifted": 1} and status["phase"] == "Degraded"
+    assert _reason(platform, "DriftDetected") == "NodeLabelDrift"
+    assert "node gpu-node-1" in _conditions(_cluster(platform))["NodesReady"]["message"]
+    platform.wait_for(lambda: controller.metrics.errors.labels("cluster")._value.get() >= 2, timeout=20)
+    refused.remove()  # no event and no 10-minute resync is needed: the backoff retry labels the node
+    platform.wait_for(lambda: _reason(platform, "NodesReady") == "NodeLabelsReady", timeout=30)
+    assert _node_labels(platform, "gpu-node-1")[keys.GPU_CLASS] == "a100-40gb"
+
+
 def test_node_added_later_is_labelled(platform, controller_factory):
     from tau_testing.sim.controllers.scheduler import add_node
 
@@ -203,8 +218,11 @@ def test_a_tau_cluster_not_named_cluster_is_refused(platform, controller):
     platform.store.create({"apiVersion": TAU, "kind": "TauCluster", "metadata": {"name": "other"}, "spec": {}})
     platform.wait_for(lambda: (platform.store.get(TAU, "TauCluster", None, "other").get("status") or {})
                       .get("phase") == "Degraded", timeout=20)
-    ready = _conditions(platform.store.get(TAU, "TauCluster", None, "other"))["Ready"]
+    other = platform.store.get(TAU, "TauCluster", None, "other")
+    ready = _conditions(other)["Ready"]
     assert (ready["reason"], ready["message"]) == ("InvalidSingletonName", "TauCluster must be named cluster")
+    assert len(other["status"]["desiredStateHash"]) == 64 and other["status"]["managedResources"] == []
+    assert {c["observedGeneration"] for c in other["status"]["conditions"]} == {other["metadata"]["generation"]}
 
 
 def test_status_is_not_rewritten_when_nothing_changed(platform, controller):

@@ -42,6 +42,7 @@ def test_new_workspace_becomes_ready(platform, controller):
     lq = platform.store.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "aurora", QUEUE)
     assert lq["spec"]["clusterQueue"] == QUEUE
     assert _conditions(platform, "aurora")["RBACReady"]["reason"] == "RoleBindingReady"
+    assert {c["observedGeneration"] for c in ws["status"]["conditions"]} == {ws["metadata"]["generation"]}
 
 
 def _ssar(cluster: Any, tmp_path: Any, user: str, namespace: str, verb: str, group: str, resource: str) -> bool:

@@ -293,9 +293,12 @@ async def release_namespace(ctx: Ctx, workspace: str, namespace: str) -> None:
 
 async def write_status(ctx: Ctx, obj: dict[str, Any], status: dict[str, Any],
                        conditions: list[dict[str, Any]], kind: Any = WORKSPACE) -> bool:
-    """Replace ``status`` (with ``observedGeneration``) when it changed semantically; True when written."""
+    """Replace ``status`` (with ``observedGeneration``, also on each condition) when it changed semantically;
+    True when written."""
     previous = obj.get("status") or {}
-    desired = dict(status, observedGeneration=int(obj["metadata"].get("generation") or 0),
+    generation = int(obj["metadata"].get("generation") or 0)
+    conditions = [{"observedGeneration": generation, **c} for c in conditions]
+    desired = dict(status, observedGeneration=generation,
                    conditions=merge_conditions(previous.get("conditions"), conditions))
     if status_equal(previous, desired):
         return False
