@@ -77,7 +77,8 @@ def test_invalid_and_conflicting_rules_become_conditions(platform, controller):
     assert keys.GPU_CLASS not in _node_labels(platform, "gpu-node-1")  # nothing applied while conflicting
 
 
-def test_a_failed_node_patch_is_drift_and_is_retried_with_backoff_until_it_lands(platform, controller_factory):
+def test_a_failed_node_patch_is_drift_and_is_retried_with_backoff_until_it_lands(platform: Any,
+                                                                                   controller_factory: Any) -> None:
     _set_spec(platform, nodes={"labelRules": node_label_rules()})
     refused = platform.faults.add(method="PATCH", path_regex="/nodes/gpu-node-1", status=422, message="refused")
     controller = controller_factory(platform)

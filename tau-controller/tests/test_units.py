@@ -47,7 +47,7 @@ def test_backoff_grows_and_resets():
     assert q.failed("k") == 0.05
 
 
-def test_last_transition_time_is_kept_only_while_status_reason_and_message_are_unchanged():
+def test_last_transition_time_is_kept_only_while_status_reason_and_message_are_unchanged() -> None:
     old = merge_conditions([], [cond("Ready", "True", "A", "m")])
     old[0]["lastTransitionTime"] = "2020-01-01T00:00:00Z"
     kept = merge_conditions(old, [cond("Ready", "True", "A", "m")])

@@ -225,13 +225,14 @@ def test_namespace_of_a_deleted_workspace_is_reclaimed_and_a_retarget_releases_t
     assert platform.store.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "aurora", QUEUE) is None
 
 
-def test_a_refused_retarget_withdraws_every_grant_the_workspace_held(platform, controller):
+def test_a_refused_retarget_withdraws_every_grant_the_workspace_held(platform: Any, controller: Any) -> None:
     rbac = "rbac.authorization.k8s.io/v1"
     platform.store.create(workspace())
     platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
     assert platform.store.get(rbac, "RoleBinding", "aurora", "tau-researcher-v1") is not None
     default_labels = dict(platform.store.get("v1", "Namespace", None, "default")["metadata"].get("labels") or {})
     ws = _ws(platform, "aurora")
+    assert ws is not None
     ws["spec"]["target"] = {"namespace": "default", "createNamespace": False}
     platform.store.update(ws)
     platform.wait_for(lambda: _conditions(platform, "aurora")["DriftDetected"]["reason"] == "NamespaceReconcileFailed",
@@ -241,7 +242,7 @@ def test_a_refused_retarget_withdraws_every_grant_the_workspace_held(platform, c
     assert (conditions["RBACReady"]["reason"], conditions["RBACReady"]["message"]) == ("AuthorizationNotReady", refusal)
     assert (conditions["QueueReady"]["reason"], conditions["QueueReady"]["message"]) == ("QueueNotReady", refusal)
     assert conditions["WorkloadIdentityReady"]["reason"] == "ServiceAccountNotReady"
-    status = _ws(platform, "aurora")["status"]
+    status = (_ws(platform, "aurora") or {})["status"]
     assert status["phase"] == "Degraded" and status["queue"] == {"localQueue": QUEUE}
     # the researcher keeps no access to the namespace the workspace no longer (validly) targets
     platform.wait_for(lambda: platform.store.get(rbac, "RoleBinding", "aurora", "tau-researcher-v1") is None, timeout=20)
@@ -251,7 +252,7 @@ def test_a_refused_retarget_withdraws_every_grant_the_workspace_held(platform, c
     assert (platform.store.get("v1", "Namespace", None, "default")["metadata"].get("labels") or {}) == default_labels
 
 
-def test_service_account_subjects_and_a_queue_without_its_cluster_queue(platform, controller):
+def test_service_account_subjects_and_a_queue_without_its_cluster_queue(platform: Any, controller: Any) -> None:
     rbac = "rbac.authorization.k8s.io/v1"
     platform.store.create(workspace(queue="gpu-burst", kubernetesSubject={"kind": "ServiceAccount",
                                                                           "name": "trainer"}))
@@ -266,6 +267,6 @@ def test_service_account_subjects_and_a_queue_without_its_cluster_queue(platform
         [{**sa, "namespace": SYSTEM_NAMESPACE}]
     queue = _conditions(platform, "aurora")["QueueReady"]
     assert queue["message"].startswith("backing ClusterQueue 'gpu-burst' is not ready")
-    status = _ws(platform, "aurora")["status"]
+    status = (_ws(platform, "aurora") or {})["status"]
     assert status["phase"] == "Degraded"
     assert status["queue"] == {"localQueue": "gpu-burst", "clusterQueue": "gpu-burst"}  # reported while not ready
