@@ -94,6 +94,7 @@ def test_label_rule_validation():
     assert label_key_error("tau.azure.com/gpu-class") is None
     assert "reserved" in label_key_error("node.kubernetes.io/x")
     assert "reserved" in label_key_error("kubernetes.io/arch")
+    assert label_key_error("topology.kubernetes.io/zone") is None  # only the two prefixes of §2.2 are reserved
     assert "not a qualified name" in label_key_error("bad key")
     assert "not a valid label value" in label_value_error("k", "-bad-")
 

@@ -36,7 +36,7 @@ def label_key_error(key: str) -> str | None:
     if not name or len(name) > 63 or not _NAME.match(name) or (prefix and (len(prefix) > 253
                                                                             or not _PREFIX.match(prefix))):
         return f"label key {key!r} is not a qualified name"
-    if prefix in RESERVED_PREFIXES or prefix.endswith(tuple("." + p for p in RESERVED_PREFIXES)):
+    if prefix in RESERVED_PREFIXES:  # exactly these two (e.g. topology.kubernetes.io/zone may be managed)
         return f"label key {key!r}: reserved Kubernetes label prefixes cannot be managed by TauCluster"
     return None
 
