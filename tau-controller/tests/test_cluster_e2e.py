@@ -283,3 +283,65 @@ def test_crd_refuses_several_workers_on_a_single_node_placement(platform):
     with pytest.raises(Exception, match="workerCount greater than one requires placement=multi-node-nccl"):
         _set_spec(platform, workloadProfiles=[single])
     assert not _cluster(platform)["spec"].get("workloadProfiles")
+
+
+def _queue(cluster: Any, name: str, flavors: list[str], checks: list[str] | None = None) -> None:
+    """LocalQueue ``lq-<name>`` in aurora backed by ClusterQueue ``cq-<name>``."""
+    kueue = "kueue.x-k8s.io/v1beta2"
+    spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": f, "resources": [{"name": "cpu", "nominalQuota": "4"}]} for f in flavors]}]}
+    if checks:  # v1beta2 has only the strategy form (the legacy string list is v1beta1)
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    cluster.store.create({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": f"cq-{name}"},
+                          "spec": spec})
+    cluster.store.create({"apiVersion": kueue, "kind": "LocalQueue",
+                          "metadata": {"name": f"lq-{name}", "namespace": "aurora"},
+                          "spec": {"clusterQueue": f"cq-{name}"}})
+
+
+def test_each_unresolvable_profile_names_what_is_missing(platform: Any, controller: Any) -> None:
+    platform.wait_for(lambda: _reason(platform, "WorkloadProfilesReady") == "NoWorkloadProfiles", timeout=20)
+    assert _reason(platform, "NodesReady") == "NoNodeLabelRules"
+    platform.store.create(workspace())
+    platform.wait_for(lambda: platform.store.get("v1", "Namespace", None, "aurora") is not None, timeout=20)
+    _queue(platform, "flavor", ["no-such-flavor"])
+    _queue(platform, "mk", ["taugrid-default-cpu"], checks=["mk-check"])
+    active = [{"type": "Active", "status": "True", "reason": "Active", "message": "",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    check = platform.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+                                   "metadata": {"name": "mk-check"},
+                                   "spec": {"controllerName": "kueue.x-k8s.io/multikueue"}})
+    check["status"] = {"conditions": active}
+    platform.store.update_status(check)
+
+    def profile(name: str, queue: str, **fields: Any) -> dict[str, Any]:
+        return {"name": name, "applicability": {"namespaces": ["aurora"]}, "gpusPerWorker": 0, "workerCount": 1,
+                "mode": "fixed", "placement": "independent", "defaultLocalQueue": queue,
+                "priorities": dict(PRIORITIES), **fields}
+
+    _set_spec(platform, workloadProfiles=[
+        profile("global", "jobqueue", applicability={}),
+        profile("missing-queue", "nope"),
+        profile("unknown-flavor", "lq-flavor"),
+        profile("multikueue-check", "lq-mk"),
+        profile("multikueue-target", "jobqueue", executionTarget="multiKueue"),
+    ])
+    platform.wait_for(lambda: _published(platform).get("observed") == 5, timeout=20)
+    conditions = {p["name"]: {c["type"]: c for c in p["conditions"]} for p in _published(platform)["profiles"]}
+    expected = {
+        ("global", "LocalQueuesResolved"): ("LocalQueuesNotResolved", "profile has global namespace applicability "
+                                            "but spec.queues.sharedLocalQueues declares no 'jobqueue' LocalQueue"),
+        ("missing-queue", "LocalQueuesResolved"): ("LocalQueuesNotResolved", "aurora/nope"),
+        ("unknown-flavor", "ClusterQueuesReady"): ("ClusterQueuesNotReady", "ClusterQueue 'cq-flavor' is not Active "
+                                                   "(FlavorNotFound: Can't admit new workloads: references missing "
+                                                   "ResourceFlavor(s): ['no-such-flavor'])"),
+        ("multikueue-check", "ExecutionReady"): ("UnexpectedMultiKueueAdmissionCheck", "MultiKueue"),
+        ("multikueue-target", "ExecutionReady"): ("PrerequisitesNotReady", "MultiKueueReady"),
+    }
+    for (name, ctype), (reason, text) in expected.items():
+        got = conditions[name][ctype]
+        assert (got["status"], got["reason"]) == ("False", reason), (name, got)
+        assert text in got["message"], (name, got)
+        assert conditions[name]["Ready"]["reason"] == "WorkloadProfileNotReady"
+    assert _conditions(_cluster(platform))["WorkloadProfilesReady"]["message"] == \
+        "5 of 5 workload profiles are not ready"
