@@ -43,6 +43,10 @@ def test_new_workspace_becomes_ready(platform, controller):
     assert lq["spec"]["clusterQueue"] == QUEUE
     assert _conditions(platform, "aurora")["RBACReady"]["reason"] == "RoleBindingReady"
     assert {c["observedGeneration"] for c in ws["status"]["conditions"]} == {ws["metadata"]["generation"]}
+    assert _conditions(platform, "aurora")["WorkloadIdentityReady"]["reason"] == "ServiceAccountReady"
+    sa = platform.store.get("v1", "ServiceAccount", "aurora", "tau-workload")["metadata"]
+    assert sa["labels"][keys.WORKLOAD_IDENTITY_USE] == "true" and sa["labels"][keys.WORKSPACE] == "aurora"
+    assert sa["annotations"][keys.WORKLOAD_IDENTITY_CLIENT_ID] == "00000000-0000-0000-0000-000000000000"
 
 
 def _ssar(cluster: Any, tmp_path: Any, user: str, namespace: str, verb: str, group: str, resource: str) -> bool:
@@ -270,3 +274,22 @@ def test_service_account_subjects_and_a_queue_without_its_cluster_queue(platform
     status = (_ws(platform, "aurora") or {})["status"]
     assert status["phase"] == "Degraded"
     assert status["queue"] == {"localQueue": "gpu-burst", "clusterQueue": "gpu-burst"}  # reported while not ready
+
+
+def test_a_queue_that_cannot_be_defaulted_is_reported_then_resolved(platform: Any, controller: Any) -> None:
+    cluster = platform.store.get(TAU, "TauCluster", None, "cluster")
+    platform.store.delete(TAU, "TauCluster", None, "cluster")
+    body = workspace(queue=None)
+    del body["spec"]["workloadIdentity"]
+    platform.store.create(body)
+    platform.wait_for(lambda: _conditions(platform, "aurora").get("QueueReady", {}).get("reason") == "QueueUnresolved",
+                      timeout=20)
+    conditions = _conditions(platform, "aurora")
+    assert conditions["QueueReady"]["message"] == \
+        'spec.queue is empty and the TauCluster default is unavailable: TauCluster "cluster" not found'
+    assert (conditions["RBACReady"]["reason"], conditions["WorkloadIdentityReady"]["status"]) == \
+        ("QueueUnresolved", "Unknown")
+    assert _phase(platform, "aurora") == "Degraded"
+    platform.store.create({k: cluster[k] for k in ("apiVersion", "kind", "spec")} | {"metadata": {"name": "cluster"}})
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)  # the TauCluster event re-queues it
+    assert _conditions(platform, "aurora")["WorkloadIdentityReady"]["reason"] == "NotConfigured"
