@@ -293,3 +293,24 @@ def test_a_queue_that_cannot_be_defaulted_is_reported_then_resolved(platform: An
     platform.store.create({k: cluster[k] for k in ("apiVersion", "kind", "spec")} | {"metadata": {"name": "cluster"}})
     platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)  # the TauCluster event re-queues it
     assert _conditions(platform, "aurora")["WorkloadIdentityReady"]["reason"] == "NotConfigured"
+
+
+def test_a_drifted_local_queue_is_pointed_back_at_its_cluster_queue(platform: Any, controller_factory: Any) -> None:
+    kueue = "kueue.x-k8s.io/v1beta2"
+    first = controller_factory(platform)
+    platform.store.create(workspace())
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
+    first.stop()
+    # spec.clusterQueue is immutable: drift is a replacement, here one that kept our labels
+    lq = platform.store.get(kueue, "LocalQueue", "aurora", QUEUE)
+    assert lq is not None
+    platform.store.delete(kueue, "LocalQueue", "aurora", QUEUE)
+    platform.store.create({"apiVersion": kueue, "kind": "LocalQueue", "metadata": {
+        "name": QUEUE, "namespace": "aurora", "labels": lq["metadata"]["labels"]},
+        "spec": {"clusterQueue": "someone-elses-queue"}})
+    controller_factory(platform)
+    platform.wait_for(lambda: ((platform.store.get(kueue, "LocalQueue", "aurora", QUEUE) or {}).get("spec") or {})
+                      .get("clusterQueue") == QUEUE, timeout=20)
+    restored = platform.store.get(kueue, "LocalQueue", "aurora", QUEUE)
+    assert restored is not None and restored["metadata"]["labels"][keys.WORKSPACE] == "aurora"
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
