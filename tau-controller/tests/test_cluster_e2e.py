@@ -77,6 +77,22 @@ def test_invalid_and_conflicting_rules_become_conditions(platform, controller):
     assert keys.GPU_CLASS not in _node_labels(platform, "gpu-node-1")  # nothing applied while conflicting
 
 
+def test_a_failed_node_patch_is_drift_and_is_retried_with_backoff_until_it_lands(platform: Any,
+                                                                                   controller_factory: Any) -> None:
+    _set_spec(platform, nodes={"labelRules": node_label_rules()})
+    refused = platform.faults.add(method="PATCH", path_regex="/nodes/gpu-node-1", status=422, message="refused")
+    controller = controller_factory(platform)
+    platform.wait_for(lambda: _reason(platform, "NodesReady") == "NodeLabelReconcileFailed", timeout=20)
+    status = _cluster(platform)["status"]
+    assert status["nodes"] == {"observed": 1, "ready": 0, "drifted": 1} and status["phase"] == "Degraded"
+    assert _reason(platform, "DriftDetected") == "NodeLabelDrift"
+    assert "node gpu-node-1" in _conditions(_cluster(platform))["NodesReady"]["message"]
+    platform.wait_for(lambda: controller.metrics.errors.labels("cluster")._value.get() >= 2, timeout=20)
+    refused.remove()  # no event and no 10-minute resync is needed: the backoff retry labels the node
+    platform.wait_for(lambda: _reason(platform, "NodesReady") == "NodeLabelsReady", timeout=30)
+    assert _node_labels(platform, "gpu-node-1")[keys.GPU_CLASS] == "a100-40gb"
+
+
 def test_node_added_later_is_labelled(platform, controller_factory):
     from tau_testing.sim.controllers.scheduler import add_node
 
@@ -203,8 +219,11 @@ def test_a_tau_cluster_not_named_cluster_is_refused(platform, controller):
     platform.store.create({"apiVersion": TAU, "kind": "TauCluster", "metadata": {"name": "other"}, "spec": {}})
     platform.wait_for(lambda: (platform.store.get(TAU, "TauCluster", None, "other").get("status") or {})
                       .get("phase") == "Degraded", timeout=20)
-    ready = _conditions(platform.store.get(TAU, "TauCluster", None, "other"))["Ready"]
+    other = platform.store.get(TAU, "TauCluster", None, "other")
+    ready = _conditions(other)["Ready"]
     assert (ready["reason"], ready["message"]) == ("InvalidSingletonName", "TauCluster must be named cluster")
+    assert len(other["status"]["desiredStateHash"]) == 64 and other["status"]["managedResources"] == []
+    assert {c["observedGeneration"] for c in other["status"]["conditions"]} == {other["metadata"]["generation"]}
 
 
 def test_status_is_not_rewritten_when_nothing_changed(platform, controller):
@@ -264,3 +283,65 @@ def test_crd_refuses_several_workers_on_a_single_node_placement(platform):
     with pytest.raises(Exception, match="workerCount greater than one requires placement=multi-node-nccl"):
         _set_spec(platform, workloadProfiles=[single])
     assert not _cluster(platform)["spec"].get("workloadProfiles")
+
+
+def _queue(cluster: Any, name: str, flavors: list[str], checks: list[str] | None = None) -> None:
+    """LocalQueue ``lq-<name>`` in aurora backed by ClusterQueue ``cq-<name>``."""
+    kueue = "kueue.x-k8s.io/v1beta2"
+    spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": f, "resources": [{"name": "cpu", "nominalQuota": "4"}]} for f in flavors]}]}
+    if checks:  # v1beta2 has only the strategy form (the legacy string list is v1beta1)
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    cluster.store.create({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": f"cq-{name}"},
+                          "spec": spec})
+    cluster.store.create({"apiVersion": kueue, "kind": "LocalQueue",
+                          "metadata": {"name": f"lq-{name}", "namespace": "aurora"},
+                          "spec": {"clusterQueue": f"cq-{name}"}})
+
+
+def test_each_unresolvable_profile_names_what_is_missing(platform: Any, controller: Any) -> None:
+    platform.wait_for(lambda: _reason(platform, "WorkloadProfilesReady") == "NoWorkloadProfiles", timeout=20)
+    assert _reason(platform, "NodesReady") == "NoNodeLabelRules"
+    platform.store.create(workspace())
+    platform.wait_for(lambda: platform.store.get("v1", "Namespace", None, "aurora") is not None, timeout=20)
+    _queue(platform, "flavor", ["no-such-flavor"])
+    _queue(platform, "mk", ["taugrid-default-cpu"], checks=["mk-check"])
+    active = [{"type": "Active", "status": "True", "reason": "Active", "message": "",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    check = platform.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+                                   "metadata": {"name": "mk-check"},
+                                   "spec": {"controllerName": "kueue.x-k8s.io/multikueue"}})
+    check["status"] = {"conditions": active}
+    platform.store.update_status(check)
+
+    def profile(name: str, queue: str, **fields: Any) -> dict[str, Any]:
+        return {"name": name, "applicability": {"namespaces": ["aurora"]}, "gpusPerWorker": 0, "workerCount": 1,
+                "mode": "fixed", "placement": "independent", "defaultLocalQueue": queue,
+                "priorities": dict(PRIORITIES), **fields}
+
+    _set_spec(platform, workloadProfiles=[
+        profile("global", "jobqueue", applicability={}),
+        profile("missing-queue", "nope"),
+        profile("unknown-flavor", "lq-flavor"),
+        profile("multikueue-check", "lq-mk"),
+        profile("multikueue-target", "jobqueue", executionTarget="multiKueue"),
+    ])
+    platform.wait_for(lambda: _published(platform).get("observed") == 5, timeout=20)
+    conditions = {p["name"]: {c["type"]: c for c in p["conditions"]} for p in _published(platform)["profiles"]}
+    expected = {
+        ("global", "LocalQueuesResolved"): ("LocalQueuesNotResolved", "profile has global namespace applicability "
+                                            "but spec.queues.sharedLocalQueues declares no 'jobqueue' LocalQueue"),
+        ("missing-queue", "LocalQueuesResolved"): ("LocalQueuesNotResolved", "aurora/nope"),
+        ("unknown-flavor", "ClusterQueuesReady"): ("ClusterQueuesNotReady", "ClusterQueue 'cq-flavor' is not Active "
+                                                   "(FlavorNotFound: Can't admit new workloads: references missing "
+                                                   "ResourceFlavor(s): ['no-such-flavor'])"),
+        ("multikueue-check", "ExecutionReady"): ("UnexpectedMultiKueueAdmissionCheck", "MultiKueue"),
+        ("multikueue-target", "ExecutionReady"): ("PrerequisitesNotReady", "MultiKueueReady"),
+    }
+    for (name, ctype), (reason, text) in expected.items():
+        got = conditions[name][ctype]
+        assert (got["status"], got["reason"]) == ("False", reason), (name, got)
+        assert text in got["message"], (name, got)
+        assert conditions[name]["Ready"]["reason"] == "WorkloadProfileNotReady"
+    assert _conditions(_cluster(platform))["WorkloadProfilesReady"]["message"] == \
+        "5 of 5 workload profiles are not ready"

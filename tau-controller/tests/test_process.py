@@ -38,6 +38,16 @@ def test_help_lists_the_flags():
     for flag in ("--kubeconfig", "--context", "--system-namespace", "--namespace-scope", "--leader-elect",
                  "--health-probe-bind-address", "--metrics-bind-address"):
         assert flag in result.output
+    # run by hand it serves health and metrics on loopback only; the chart passes ':8081' and ':8080'
+    defaults = {p.name: p.default for p in main.commands["run"].params}
+    assert defaults["health_probe_bind_address"] == "127.0.0.1:8081"
+    assert defaults["metrics_bind_address"] == "127.0.0.1:8080"
+
+
+def test_a_conflicting_deprecated_platform_namespace_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["run", "--system-namespace", "ops", "--platform-namespace", "tau-platform"])
+    assert result.exit_code == 2
+    assert "--system-namespace 'ops' conflicts with deprecated --platform-namespace 'tau-platform'" in result.output
 
 
 def test_bad_bind_address_is_a_one_line_usage_error(tmp_path):

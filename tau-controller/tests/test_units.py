@@ -47,16 +47,17 @@ def test_backoff_grows_and_resets():
     assert q.failed("k") == 0.05
 
 
-def test_last_transition_time_is_kept_when_status_is_unchanged():
+def test_last_transition_time_is_kept_only_while_status_reason_and_message_are_unchanged() -> None:
     old = merge_conditions([], [cond("Ready", "True", "A", "m")])
     old[0]["lastTransitionTime"] = "2020-01-01T00:00:00Z"
-    same = merge_conditions(old, [cond("Ready", "True", "B", "other message")])
-    assert same[0]["lastTransitionTime"] == "2020-01-01T00:00:00Z"
-    flipped = merge_conditions(old, [cond("Ready", "False", "B", "m")])
-    assert flipped[0]["lastTransitionTime"] != "2020-01-01T00:00:00Z"
-    assert status_equal({"phase": "Ready", "conditions": old}, {"phase": "Ready", "conditions": merge_conditions(
-        old, [cond("Ready", "True", "A", "m")])})
-    assert not status_equal({"phase": "Ready", "conditions": old}, {"phase": "Ready", "conditions": same})
+    kept = merge_conditions(old, [cond("Ready", "True", "A", "m")])
+    assert kept[0]["lastTransitionTime"] == "2020-01-01T00:00:00Z"
+    for changed in (cond("Ready", "True", "B", "m"), cond("Ready", "True", "A", "other message"),
+                    cond("Ready", "False", "A", "m")):
+        assert merge_conditions(old, [changed])[0]["lastTransitionTime"] != "2020-01-01T00:00:00Z", changed
+    assert status_equal({"phase": "Ready", "conditions": old}, {"phase": "Ready", "conditions": kept})
+    assert not status_equal({"phase": "Ready", "conditions": old},
+                            {"phase": "Ready", "conditions": merge_conditions(old, [cond("Ready", "True", "B", "m")])})
 
 
 def _ws(name: str, created: str, *, marked: bool = False, status: dict | None = None, deleting: bool = False):
@@ -93,6 +94,7 @@ def test_label_rule_validation():
     assert label_key_error("tau.azure.com/gpu-class") is None
     assert "reserved" in label_key_error("node.kubernetes.io/x")
     assert "reserved" in label_key_error("kubernetes.io/arch")
+    assert label_key_error("topology.kubernetes.io/zone") is None  # only the two prefixes of §2.2 are reserved
     assert "not a qualified name" in label_key_error("bad key")
     assert "not a valid label value" in label_value_error("k", "-bad-")
 

@@ -42,6 +42,11 @@ def test_new_workspace_becomes_ready(platform, controller):
     lq = platform.store.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "aurora", QUEUE)
     assert lq["spec"]["clusterQueue"] == QUEUE
     assert _conditions(platform, "aurora")["RBACReady"]["reason"] == "RoleBindingReady"
+    assert {c["observedGeneration"] for c in ws["status"]["conditions"]} == {ws["metadata"]["generation"]}
+    assert _conditions(platform, "aurora")["WorkloadIdentityReady"]["reason"] == "ServiceAccountReady"
+    sa = platform.store.get("v1", "ServiceAccount", "aurora", "tau-workload")["metadata"]
+    assert sa["labels"][keys.WORKLOAD_IDENTITY_USE] == "true" and sa["labels"][keys.WORKSPACE] == "aurora"
+    assert sa["annotations"][keys.WORKLOAD_IDENTITY_CLIENT_ID] == "00000000-0000-0000-0000-000000000000"
 
 
 def _ssar(cluster: Any, tmp_path: Any, user: str, namespace: str, verb: str, group: str, resource: str) -> bool:
@@ -222,3 +227,90 @@ def test_namespace_of_a_deleted_workspace_is_reclaimed_and_a_retarget_releases_t
     platform.wait_for(lambda: platform.store.get(rbac, "RoleBinding", "aurora", "tau-researcher-v1") is None, timeout=20)
     assert platform.store.get(rbac, "RoleBinding", "aurora-2", "tau-researcher-v1") is not None
     assert platform.store.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "aurora", QUEUE) is None
+
+
+def test_a_refused_retarget_withdraws_every_grant_the_workspace_held(platform: Any, controller: Any) -> None:
+    rbac = "rbac.authorization.k8s.io/v1"
+    platform.store.create(workspace())
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
+    assert platform.store.get(rbac, "RoleBinding", "aurora", "tau-researcher-v1") is not None
+    default_labels = dict(platform.store.get("v1", "Namespace", None, "default")["metadata"].get("labels") or {})
+    ws = _ws(platform, "aurora")
+    assert ws is not None
+    ws["spec"]["target"] = {"namespace": "default", "createNamespace": False}
+    platform.store.update(ws)
+    platform.wait_for(lambda: _conditions(platform, "aurora")["DriftDetected"]["reason"] == "NamespaceReconcileFailed",
+                      timeout=20)
+    refusal = "refusing to manage namespace 'default': the default namespace is shared cluster-wide"
+    conditions = _conditions(platform, "aurora")
+    assert (conditions["RBACReady"]["reason"], conditions["RBACReady"]["message"]) == ("AuthorizationNotReady", refusal)
+    assert (conditions["QueueReady"]["reason"], conditions["QueueReady"]["message"]) == ("QueueNotReady", refusal)
+    assert conditions["WorkloadIdentityReady"]["reason"] == "ServiceAccountNotReady"
+    status = (_ws(platform, "aurora") or {})["status"]
+    assert status["phase"] == "Degraded" and status["queue"] == {"localQueue": QUEUE}
+    # the researcher keeps no access to the namespace the workspace no longer (validly) targets
+    platform.wait_for(lambda: platform.store.get(rbac, "RoleBinding", "aurora", "tau-researcher-v1") is None, timeout=20)
+    platform.wait_for(lambda: platform.store.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "aurora", QUEUE) is None,
+                      timeout=20)
+    platform.wait_for(lambda: platform.store.get("v1", "ServiceAccount", "aurora", "tau-workload") is None, timeout=20)
+    assert (platform.store.get("v1", "Namespace", None, "default")["metadata"].get("labels") or {}) == default_labels
+
+
+def test_service_account_subjects_and_a_queue_without_its_cluster_queue(platform: Any, controller: Any) -> None:
+    rbac = "rbac.authorization.k8s.io/v1"
+    platform.store.create(workspace(queue="gpu-burst", kubernetesSubject={"kind": "ServiceAccount",
+                                                                          "name": "trainer"}))
+    platform.wait_for(lambda: _conditions(platform, "aurora").get("RBACReady", {}).get("status") == "True"
+                      and _conditions(platform, "aurora").get("QueueReady", {}).get("status") == "False", timeout=20)
+    sa = {"kind": "ServiceAccount", "name": "trainer"}
+    assert platform.store.get(rbac, "RoleBinding", "aurora", "tau-researcher-v1")["subjects"] == \
+        [{**sa, "namespace": "aurora"}]
+    assert platform.store.get(rbac, "ClusterRoleBinding", None, "tau-clusterqueue-reader-aurora")["subjects"] == \
+        [{**sa, "namespace": "aurora"}]
+    assert platform.store.get(rbac, "RoleBinding", SYSTEM_NAMESPACE, "tau-workspace-reader-aurora")["subjects"] == \
+        [{**sa, "namespace": SYSTEM_NAMESPACE}]
+    queue = _conditions(platform, "aurora")["QueueReady"]
+    assert queue["message"].startswith("backing ClusterQueue 'gpu-burst' is not ready")
+    status = (_ws(platform, "aurora") or {})["status"]
+    assert status["phase"] == "Degraded"
+    assert status["queue"] == {"localQueue": "gpu-burst", "clusterQueue": "gpu-burst"}  # reported while not ready
+
+
+def test_a_queue_that_cannot_be_defaulted_is_reported_then_resolved(platform: Any, controller: Any) -> None:
+    cluster = platform.store.get(TAU, "TauCluster", None, "cluster")
+    platform.store.delete(TAU, "TauCluster", None, "cluster")
+    body = workspace(queue=None)
+    del body["spec"]["workloadIdentity"]
+    platform.store.create(body)
+    platform.wait_for(lambda: _conditions(platform, "aurora").get("QueueReady", {}).get("reason") == "QueueUnresolved",
+                      timeout=20)
+    conditions = _conditions(platform, "aurora")
+    assert conditions["QueueReady"]["message"] == \
+        'spec.queue is empty and the TauCluster default is unavailable: TauCluster "cluster" not found'
+    assert (conditions["RBACReady"]["reason"], conditions["WorkloadIdentityReady"]["status"]) == \
+        ("QueueUnresolved", "Unknown")
+    assert _phase(platform, "aurora") == "Degraded"
+    platform.store.create({k: cluster[k] for k in ("apiVersion", "kind", "spec")} | {"metadata": {"name": "cluster"}})
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)  # the TauCluster event re-queues it
+    assert _conditions(platform, "aurora")["WorkloadIdentityReady"]["reason"] == "NotConfigured"
+
+
+def test_a_drifted_local_queue_is_pointed_back_at_its_cluster_queue(platform: Any, controller_factory: Any) -> None:
+    kueue = "kueue.x-k8s.io/v1beta2"
+    first = controller_factory(platform)
+    platform.store.create(workspace())
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)
+    first.stop()
+    # spec.clusterQueue is immutable: drift is a replacement, here one that kept our labels
+    lq = platform.store.get(kueue, "LocalQueue", "aurora", QUEUE)
+    assert lq is not None
+    platform.store.delete(kueue, "LocalQueue", "aurora", QUEUE)
+    platform.store.create({"apiVersion": kueue, "kind": "LocalQueue", "metadata": {
+        "name": QUEUE, "namespace": "aurora", "labels": lq["metadata"]["labels"]},
+        "spec": {"clusterQueue": "someone-elses-queue"}})
+    controller_factory(platform)
+    platform.wait_for(lambda: ((platform.store.get(kueue, "LocalQueue", "aurora", QUEUE) or {}).get("spec") or {})
+                      .get("clusterQueue") == QUEUE, timeout=20)
+    restored = platform.store.get(kueue, "LocalQueue", "aurora", QUEUE)
+    assert restored is not None and restored["metadata"]["labels"][keys.WORKSPACE] == "aurora"
+    platform.wait_for(lambda: _phase(platform, "aurora") == "Ready", timeout=20)

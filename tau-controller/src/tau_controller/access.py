@@ -118,9 +118,10 @@ async def reconcile_rbac(ctx: Ctx, ws: Mapping[str, Any], target: str) -> None:
     compare = ("roleRef", "subjects")
     await ensure_owned(ctx, ROLE_BINDING, name, _binding("RoleBinding", RESEARCHER_ROLE, target, "ClusterRole",
                                                          RESEARCHER_ROLE, [_subject(spec, target)]), compare)
+    # a ServiceAccount subject lives in the target namespace, except in the system-namespace reader binding
     await ensure_owned(ctx, CLUSTER_ROLE_BINDING, name, _binding(
         "ClusterRoleBinding", clusterqueue_reader_name(name), None, "ClusterRole", CLUSTERQUEUE_READER_ROLE,
-        [_subject(spec, sysns)]), compare)
+        [_subject(spec, target)]), compare)
     role = {"apiVersion": api.RBAC, "kind": "Role", "metadata": {"name": reader_name(name), "namespace": sysns},
             "rules": [{"apiGroups": [keys.API_GROUP], "resources": ["workspaces", "workspaces/status"],
                        "resourceNames": [name], "verbs": ["get"]},
@@ -144,7 +145,7 @@ async def reconcile_local_queue(ctx: Ctx, workspace: str, target: str, queue: st
     if lq is None or is_owned(lq, workspace):
         cq = await ctx.client.get(CLUSTER_QUEUE, None, queue)
         if cq is None:
-            return False, f"backing ClusterQueue {queue!r} is not ready: clusterqueues {queue!r} not found", ""
+            return False, f"backing ClusterQueue {queue!r} is not ready: clusterqueues {queue!r} not found", queue
         body = {"apiVersion": api.KUEUE, "kind": "LocalQueue",
                 "metadata": {"name": queue, "namespace": target}, "spec": {"clusterQueue": queue}}
         if lq is None:
@@ -154,13 +155,13 @@ async def reconcile_local_queue(ctx: Ctx, workspace: str, target: str, queue: st
             await ensure_owned(ctx, LOCAL_QUEUE, workspace, body, ())
         return True, "workspace LocalQueue and its ClusterQueue are reconciled", queue
     owner = (lq["metadata"].get("labels") or {}).get(keys.WORKSPACE)
-    if owner and owner != workspace and is_owned(lq):
-        return False, f"LocalQueue {queue!r} is owned by TauWorkspace {owner!r}", ""
     cq_name = str((lq.get("spec") or {}).get("clusterQueue") or "")
+    if owner and owner != workspace and is_owned(lq):
+        return False, f"LocalQueue {queue!r} is owned by TauWorkspace {owner!r}", cq_name
     if not cq_name:
         return False, f"LocalQueue {queue!r} does not reference a ClusterQueue", ""
     if await ctx.client.get(CLUSTER_QUEUE, None, cq_name) is None:
-        return False, f"backing ClusterQueue {cq_name!r} is not ready: clusterqueues {cq_name!r} not found", ""
+        return False, f"backing ClusterQueue {cq_name!r} is not ready: clusterqueues {cq_name!r} not found", cq_name
     return True, "workspace queue and backing ClusterQueue are readable", cq_name
 
 
@@ -190,12 +191,15 @@ async def reconcile_service_account(ctx: Ctx, ws: Mapping[str, Any], target: str
     return "True", "ServiceAccountReady", f"workload identity ServiceAccount {target}/{sa_name} is reconciled"
 
 
-async def prune_stale(ctx: Ctx, ws: Mapping[str, Any], target: str, rbac_mode: str) -> None:
-    """Delete our Roles, RoleBindings and ServiceAccounts outside the system namespace that are not wanted."""
+async def prune_stale(ctx: Ctx, ws: Mapping[str, Any], target: str | None, rbac_mode: str) -> None:
+    """Delete our Roles, RoleBindings and ServiceAccounts outside the system namespace that are not wanted
+    (``target`` None: the target namespace is not usable, nothing is kept)."""
     name = ws["metadata"]["name"]
     identity = (ws.get("spec") or {}).get("workloadIdentity") or {}
-    keep = {(ROLE_BINDING.plural, target, RESEARCHER_ROLE)} if rbac_mode == "workspace-rbac" else set()
-    if identity.get("serviceAccountName"):
+    keep: set[tuple[str, str | None, str]] = set()
+    if target is not None and rbac_mode == "workspace-rbac":
+        keep.add((ROLE_BINDING.plural, target, RESEARCHER_ROLE))
+    if target is not None and identity.get("serviceAccountName"):
         keep.add((SERVICE_ACCOUNT.plural, target, str(identity["serviceAccountName"])))
     for kind in (ROLE, ROLE_BINDING, SERVICE_ACCOUNT):
         for obj in await ctx.client.list(kind, labels=owned_labels(name)):

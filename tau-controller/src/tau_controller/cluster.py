@@ -9,7 +9,7 @@ from typing import Any
 
 from tau_controller.api import ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, TAU_CLUSTER
 from tau_controller.conditions import FALSE, TRUE, UNKNOWN, cond, find, merge_conditions
-from tau_controller.context import Ctx
+from tau_controller.context import Ctx, ReconcileError
 from tau_controller.nodes import reconcile_nodes
 from tau_controller.profiles import MULTIKUEUE_CONTROLLER, resolve_all
 from tau_controller.workspace import write_status
@@ -87,7 +87,8 @@ async def reconcile_cluster(ctx: Ctx, name: str) -> float | None:
     spec = obj.get("spec") or {}
     if name != SINGLETON:
         phase, conditions = _invalid_singleton()
-        await write_status(ctx, obj, {"phase": phase}, conditions, kind=TAU_CLUSTER)
+        await write_status(ctx, obj, {"phase": phase, "desiredStateHash": desired_state_hash(spec),
+                                      "managedResources": []}, conditions, kind=TAU_CLUSTER)
         return None
     reconcile = (spec.get("managementMode") or "Observe") == "Reconcile"
     nodes = await reconcile_nodes(ctx, spec, reconcile)
@@ -124,4 +125,6 @@ async def reconcile_cluster(ctx: Ctx, name: str) -> float | None:
               "nodes": {"observed": nodes.observed, "ready": nodes.ready, "drifted": nodes.drifted},
               "workloadProfiles": profiles, "managedResources": []}
     await write_status(ctx, obj, status, conditions, kind=TAU_CLUSTER)
+    if nodes.error:  # the status says what failed; the work queue retries it with backoff, not in 10 min
+        raise ReconcileError(f"node label reconciliation failed: {nodes.error}")
     return RESYNC

@@ -22,9 +22,10 @@ def cond(ctype: str, status: str, reason: str, message: str, generation: int | N
 
 def merge_conditions(previous: Iterable[Mapping[str, Any]] | None,
                      desired: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``desired`` with ``lastTransitionTime`` carried over from ``previous`` when status is unchanged.
+    """``desired`` with ``lastTransitionTime`` carried over from ``previous`` when its status, reason and message
+    are all unchanged (control-plane.md §2.2).
 
-    A condition whose status changed (or that is new) gets the current time.
+    A condition that changed in any of the three (or that is new) gets the current time.
     """
     old = {c.get("type"): c for c in previous or [] if isinstance(c, Mapping)}
     stamp = now()
@@ -32,7 +33,8 @@ def merge_conditions(previous: Iterable[Mapping[str, Any]] | None,
     for c in desired:
         item = dict(c)
         before = old.get(item["type"])
-        if before is not None and before.get("status") == item["status"] and before.get("lastTransitionTime"):
+        if before is not None and before.get("lastTransitionTime") and all(
+                before.get(k) == item.get(k) for k in ("status", "reason", "message")):
             item["lastTransitionTime"] = before["lastTransitionTime"]
         else:
             item["lastTransitionTime"] = stamp

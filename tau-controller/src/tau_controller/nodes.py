@@ -27,6 +27,8 @@ class NodeOutcome:
     drifted: int = 0
     failed: bool = False
     drift: list[str] = field(default_factory=list)
+    #: node listing or patching failed: after the status is written, the reconcile is retried with backoff
+    error: str | None = None
 
 
 def label_key_error(key: str) -> str | None:
@@ -34,7 +36,7 @@ def label_key_error(key: str) -> str | None:
     if not name or len(name) > 63 or not _NAME.match(name) or (prefix and (len(prefix) > 253
                                                                             or not _PREFIX.match(prefix))):
         return f"label key {key!r} is not a qualified name"
-    if prefix in RESERVED_PREFIXES or prefix.endswith(tuple("." + p for p in RESERVED_PREFIXES)):
+    if prefix in RESERVED_PREFIXES:  # exactly these two (e.g. topology.kubernetes.io/zone may be managed)
         return f"label key {key!r}: reserved Kubernetes label prefixes cannot be managed by TauCluster"
     return None
 
@@ -99,7 +101,7 @@ async def reconcile_nodes(ctx: Ctx, spec: Mapping[str, Any], reconcile: bool) ->
         return NodeOutcome([cond("NodesReady", FALSE, "NodeDiscoveryFailed", str(exc)),
                             cond("DriftDetected", UNKNOWN, "NodeDiscoveryFailed", str(exc)),
                             cond("OwnershipConflict", FALSE, "NoConflictObserved", "no ownership conflict observed")],
-                           failed=True)
+                           failed=True, error=f"cannot list nodes: {exc}")
     out = NodeOutcome([])
     errors = []
     for node in nodes:
@@ -122,6 +124,7 @@ async def reconcile_nodes(ctx: Ctx, spec: Mapping[str, Any], reconcile: bool) ->
             except KubeApiError as exc:
                 if transient(exc):
                     raise
+                out.drifted += 1  # a node whose patch failed still lacks its labels
                 errors.append(f"node {meta['name']}: {exc}")
         else:
             out.drifted += 1
@@ -134,7 +137,7 @@ def _node_conditions(out: NodeOutcome, errors: list[str]) -> list[dict[str, Any]
     ok = cond("OwnershipConflict", FALSE, "NoConflictObserved", "no ownership conflict observed")
     if errors:
         out.failed = True
-        msg = "; ".join(errors)
+        msg = out.error = "; ".join(errors)
         return [cond("NodesReady", FALSE, "NodeLabelReconcileFailed", msg),
                 cond("DriftDetected", TRUE, "NodeLabelDrift", msg), ok]
     if out.observed == 0:

@@ -168,13 +168,17 @@ async def _clusterqueues(reader: Reader, ids: dict[str, list[Any]]) -> Result:
     for name in sorted(set(ids["clusterQueues"])):
         cq = await reader.get(CLUSTER_QUEUE, None, name)
         active = find(((cq or {}).get("status") or {}).get("conditions"), "Active")
-        if cq is None or not active or active.get("status") != TRUE:
-            bad.append(name)
+        if cq is None:
+            bad.append(f"ClusterQueue {name!r} not found")
+            continue
+        if not active or active.get("status") != TRUE:  # Kueue's reason says why (e.g. FlavorNotFound)
+            why = f"{active.get('reason')}: {active.get('message')}" if active else "no Active condition yet"
+            bad.append(f"ClusterQueue {name!r} is not Active ({why})")
             continue
         for group in (cq.get("spec") or {}).get("resourceGroups") or []:
             ids["resourceFlavors"] += [str(f.get("name")) for f in group.get("flavors") or []]
     if bad:
-        return False, "ClusterQueuesNotReady", "ClusterQueues not found or not Active: " + ", ".join(bad)
+        return False, "ClusterQueuesNotReady", "; ".join(bad)
     return True, "ClusterQueuesReady", "ClusterQueues are Active"
 
 

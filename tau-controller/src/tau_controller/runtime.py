@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable
@@ -30,7 +31,7 @@ from tau_controller.serve import Metrics, Servers, parse_address
 from tau_controller.workqueue import WorkQueue
 from tau_controller.workspace import reconcile_workspace
 from tau_core import keys
-from tau_core.kube import KubeSession
+from tau_core.kube import ENV_KUBECONFIG, KubeSession
 
 log = logging.getLogger("tau_controller")
 SINGLETON = "cluster"
@@ -89,7 +90,7 @@ class Controller:
         opts = self.options
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        session = await GatedSession.connect(kubeconfig=opts.kubeconfig, context=opts.context)
+        session = await open_session(GatedSession, opts)
         assert isinstance(session, GatedSession)
         self.ctx = Ctx(Client(session, self.cache, CACHED), opts.system_namespace,
                        server_side_retry="retry" in self.reconcilers, namespaces=tuple(opts.namespace_scope))
@@ -103,7 +104,7 @@ class Controller:
             self.serving.set()
             if opts.leader_elect:
                 # the Lease has its own session; every other write passes the elector's gate
-                lease_session = await KubeSession.connect(kubeconfig=opts.kubeconfig, context=opts.context)
+                lease_session = await open_session(KubeSession, opts)
                 elector = self.elector = LeaderElector(lease_session, opts, self.metrics,
                                                        on_lost=self._leadership_lost)
                 session.gate = elector.may_write
@@ -305,6 +306,17 @@ class Controller:
         for kind in CLUSTER_TRIGGERS:
             out[kind] = singleton
         return out
+
+
+async def open_session(cls: type[KubeSession], opts: Options) -> KubeSession:
+    """``--kubeconfig``, else ``$KUBECONFIG``, else the pod's ServiceAccount (in a cluster), else
+    ``~/.kube/config`` (controller-runtime's order); ``--context`` always means a kubeconfig."""
+    if not (opts.kubeconfig or opts.context or os.environ.get(ENV_KUBECONFIG)):
+        session = await cls.connect_in_cluster()
+        if session is not None:
+            log.info("connecting as the pod's ServiceAccount to %s", session.server)
+            return session
+    return await cls.connect(kubeconfig=opts.kubeconfig, context=opts.context)
 
 
 def default_reconcilers() -> dict[str, Reconciler]:

@@ -140,23 +140,31 @@ async def _reconcile_primary(ctx: Ctx, ws: dict[str, Any], items: list[dict[str,
     drift = await _namespace_step(ctx, ws, items, target, queue)
     conditions["DriftDetected"] = drift
     status: dict[str, Any] = {"target": {"resolvedNamespace": target}}
-    if drift["status"] == TRUE and drift["reason"] in ("NamespaceReconcileFailed",):
-        conditions["RBACReady"] = cond("RBACReady", FALSE, "AuthorizationNotReady", "target namespace is not ready")
-        conditions["QueueReady"] = cond("QueueReady", FALSE, "QueueNotReady", "target namespace is not ready")
+    mode = (spec.get("authorization") or {}).get("mode") or "workspace-rbac"
+    if drift["reason"] == "NamespaceReconcileFailed":
+        # no namespace to grant in: every grant, queue and ServiceAccount the workspace still holds elsewhere
+        # is withdrawn (pruned below with nothing kept), and each condition says why
+        message = drift["message"]
+        conditions["RBACReady"] = cond("RBACReady", FALSE, "AuthorizationNotReady", message)
+        conditions["QueueReady"] = cond("QueueReady", FALSE, "QueueNotReady", message)
+        conditions["WorkloadIdentityReady"] = cond(
+            "WorkloadIdentityReady", *((FALSE, "ServiceAccountNotReady", message) if spec.get("workloadIdentity")
+                                       else (UNKNOWN, "NotConfigured", "spec.workloadIdentity is not set")))
+        status["queue"] = {"localQueue": queue}
+        await _prune_queues(ctx, name, None, conditions)
+        kept: str | None = None
     else:
-        mode = (spec.get("authorization") or {}).get("mode") or "workspace-rbac"
         conditions["RBACReady"] = await _rbac_step(ctx, ws, target, mode)
-        conditions["QueueReady"], queue_status = await _queue_step(ctx, name, target, queue, conditions)
-        if queue_status:
-            status["queue"] = queue_status
+        conditions["QueueReady"], status["queue"] = await _queue_step(ctx, name, target, queue, conditions)
         conditions["WorkloadIdentityReady"] = cond("WorkloadIdentityReady",
                                                    *await access.reconcile_service_account(ctx, ws, target))
-        try:
-            await access.prune_stale(ctx, ws, target, mode)
-        except KubeApiError as exc:
-            if transient(exc):
-                raise
-            conditions["DriftDetected"] = cond("DriftDetected", TRUE, "RBACCleanupFailed", str(exc))
+        kept = target
+    try:
+        await access.prune_stale(ctx, ws, kept, mode)
+    except KubeApiError as exc:
+        if transient(exc):
+            raise
+        conditions["DriftDetected"] = cond("DriftDetected", TRUE, "RBACCleanupFailed", str(exc))
     status["phase"] = phase(conditions)
     order = ("RBACReady", "QueueReady", "WorkloadIdentityReady", "DriftDetected")
     await write_status(ctx, ws, status, [conditions[t] for t in order if t in conditions])
@@ -195,16 +203,22 @@ async def _queue_step(ctx: Ctx, name: str, target: str, queue: str,
         if isinstance(exc, KubeApiError) and transient(exc):
             raise
         ready, message, cq = False, str(exc), ""
+    await _prune_queues(ctx, name, (target, queue), conditions)
+    # the effective queue is reported even while it is not ready (the CLI shows a defaulted queue from here)
+    queue_status = {"localQueue": queue, **({"clusterQueue": cq} if cq else {})}
+    if ready:
+        return cond("QueueReady", TRUE, "QueueReady", message), queue_status
+    return cond("QueueReady", FALSE, "QueueNotReady", message), queue_status
+
+
+async def _prune_queues(ctx: Ctx, name: str, keep: tuple[str, str] | None,
+                        conditions: dict[str, dict[str, Any]]) -> None:
     try:
-        await access.prune_local_queues(ctx, name, (target, queue))
+        await access.prune_local_queues(ctx, name, keep)
     except KubeApiError as exc:
         if transient(exc):
             raise
         conditions["DriftDetected"] = cond("DriftDetected", TRUE, "QueueCleanupFailed", str(exc))
-    queue_status = {"localQueue": queue, "clusterQueue": cq} if ready else {}
-    if ready:
-        return cond("QueueReady", TRUE, "QueueReady", message), queue_status
-    return cond("QueueReady", FALSE, "QueueNotReady", message), queue_status
 
 
 async def _namespace_step(ctx: Ctx, ws: Mapping[str, Any], items: list[dict[str, Any]], target: str,
@@ -279,9 +293,12 @@ async def release_namespace(ctx: Ctx, workspace: str, namespace: str) -> None:
 
 async def write_status(ctx: Ctx, obj: dict[str, Any], status: dict[str, Any],
                        conditions: list[dict[str, Any]], kind: Any = WORKSPACE) -> bool:
-    """Replace ``status`` (with ``observedGeneration``) when it changed semantically; True when written."""
+    """Replace ``status`` (with ``observedGeneration``, also on each condition) when it changed semantically;
+    True when written."""
     previous = obj.get("status") or {}
-    desired = dict(status, observedGeneration=int(obj["metadata"].get("generation") or 0),
+    generation = int(obj["metadata"].get("generation") or 0)
+    conditions = [{"observedGeneration": generation, **c} for c in conditions]
+    desired = dict(status, observedGeneration=generation,
                    conditions=merge_conditions(previous.get("conditions"), conditions))
     if status_equal(previous, desired):
         return False

@@ -36,7 +36,9 @@ from tau_core.aio import run
 from tau_core.errors import ClusterError
 from tau_core.kubeconfig import (
     ENV_KUBECONFIG,
+    IN_CLUSTER,
     KubeConfig,
+    in_cluster_config,
     is_private,
     kubeconfig_paths,
     write_private_kubeconfig,
@@ -191,6 +193,19 @@ class KubeSession:
         api_client = await load_client(config.isolate(name), name)
         return cls(api_client, server=server, context=name, namespace=config.namespace(name),
                    kubeconfig=config.paths, retry=retry)
+
+    @classmethod
+    async def connect_in_cluster(cls, *, retry: RetryPolicy | None = None,
+                                 env: Mapping[str, str] | None = None) -> KubeSession | None:
+        """A session as the pod's ServiceAccount, or None when this process does not run in a pod."""
+        from tau_core.kubeclient import load_client
+
+        config = in_cluster_config(env)
+        if config is None:
+            return None
+        api_client = await load_client(config, IN_CLUSTER)
+        return cls(api_client, server=config["clusters"][0]["cluster"]["server"], context=IN_CLUSTER,
+                   namespace=None, kubeconfig=[], retry=retry)
 
     async def close(self) -> None:
         await self._api.close()

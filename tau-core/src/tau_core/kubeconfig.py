@@ -18,6 +18,31 @@ from tau_core.errors import ClusterError, ConfigError
 from tau_core.fsutil import write_json_atomic
 
 ENV_KUBECONFIG = "KUBECONFIG"
+#: where the kubelet mounts a pod's ServiceAccount token and the cluster CA
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+IN_CLUSTER = "in-cluster"
+
+
+def in_cluster_config(env: Mapping[str, str] | None = None, sa_dir: Path | None = None) -> dict[str, Any] | None:
+    """The pod's ServiceAccount as a kubeconfig dict (the API server at ``KUBERNETES_SERVICE_HOST``/``_PORT``,
+    verified with the mounted CA), or None when this process does not run in a pod."""
+    env = os.environ if env is None else env
+    directory = SERVICE_ACCOUNT_DIR if sa_dir is None else sa_dir
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT") or "443"
+    token_file = directory / "token"
+    if not host or not token_file.is_file():
+        return None
+    try:
+        token = token_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the ServiceAccount token {token_file}: {exc.strerror or exc}",
+                          hint="check the pod's automountServiceAccountToken and its projected volume") from exc
+    server = f"https://{'[' + host + ']' if ':' in host else host}:{port}"
+    return {"apiVersion": "v1", "kind": "Config", "current-context": IN_CLUSTER,
+            "clusters": [{"name": IN_CLUSTER, "cluster": {"server": server,
+                                                          "certificate-authority": str(directory / "ca.crt")}}],
+            "users": [{"name": IN_CLUSTER, "user": {"token": token}}],
+            "contexts": [{"name": IN_CLUSTER, "context": {"cluster": IN_CLUSTER, "user": IN_CLUSTER}}]}
 
 
 def kubeconfig_paths(explicit: str | os.PathLike[str] | None = None,

@@ -215,31 +215,10 @@ async def connect_session(kubeconfig: str | None, context: str | None, in_cluste
     """The one Kubernetes client stack (tau_core's session), from a kubeconfig or the in-cluster account."""
     if not in_cluster:
         return await KubeSession.connect(kubeconfig=kubeconfig, context=context)
-    from tau_core.kubeclient import load_client
+    session = await KubeSession.connect_in_cluster()
+    if session is None:
+        from tau_core.errors import ClusterError
 
-    config = in_cluster_config()
-    api_client = await load_client(config, "in-cluster")
-    return KubeSession(api_client, server=config["clusters"][0]["cluster"]["server"], context="in-cluster",
-                       namespace=None, kubeconfig=[])
-
-
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-def in_cluster_config() -> dict[str, Any]:
-    import os
-    from pathlib import Path
-
-    from tau_core.errors import ClusterError
-
-    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    token_file = Path(SA_DIR) / "token"
-    if not host or not token_file.is_file():
         raise ClusterError("--in-cluster: not running in a pod (no KUBERNETES_SERVICE_HOST or service account token)",
                            hint="use --kubeconfig/--context outside a cluster")
-    server = f"https://{'[' + host + ']' if ':' in host else host}:{port}"
-    return {"apiVersion": "v1", "kind": "Config", "current-context": "in-cluster",
-            "clusters": [{"name": "in-cluster", "cluster": {"server": server,
-                                                            "certificate-authority": f"{SA_DIR}/ca.crt"}}],
-            "users": [{"name": "sa", "user": {"token": token_file.read_text().strip()}}],
-            "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "sa"}}]}
+    return session
