@@ -90,6 +90,23 @@ def test_identity_headers_limits_and_authorization(managed) -> None:
     assert ok.status_code == 200 and ok.json()["scope"]["workspace"] == "secret"
 
 
+def test_a_cluster_wide_workspace_is_still_only_for_its_users_and_groups(populated, portal_factory,
+                                                                        tmp_path: Path) -> None:
+    path = directory(tmp_path, workspaces__2__authorization={"mode": "cluster-wide", "groups": ["g-ops"]})
+    portal = portal_factory(populated.cluster, workspace_directory=path, directory=load_directory(path))
+    alice = {USER: "alice@example.com"}
+    portal.wait("/api/portal/runs", lambda r: r.status_code == 200, headers=alice)
+    mine = portal.get("/api/portal/workspaces", headers=alice).json()["workspaces"]
+    assert sorted(w["workspace"] for w in mine) == ["aurora", "borealis"]
+    assert portal.get("/api/portal/runs", headers=alice, params={"workspace": "secret"}).status_code == 403
+    assert portal.get("/api/portal/runs", headers={USER: "mallory"}).status_code == 403
+    ops = portal.get("/api/portal/runs", headers={USER: "olga", GROUPS: "g-ops"})
+    assert ops.status_code == 200 and ops.json()["scope"]["authorizationMode"] == "cluster-wide"
+    nodes = portal.wait("/api/portal/nodes", lambda r: r.status_code == 200, headers={USER: "olga", GROUPS: "g-ops"})
+    assert "daemonSets" in nodes.json()
+    assert "daemonSets" not in portal.get("/api/portal/nodes", headers=alice).json()
+
+
 @pytest.mark.parametrize("param", ["namespace", "cluster", "team", "queue"])
 def test_query_parameters_cannot_escape_the_resolved_scope(managed, param: str) -> None:
     r = managed.get("/api/portal/runs", headers={USER: "alice@example.com"}, params={param: "kube-system"})
