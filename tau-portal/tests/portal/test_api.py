@@ -44,6 +44,8 @@ def test_run_detail_reuses_the_cli_phase_tree_and_escapes_hostile_text(populated
     page = portal.get("/portal/runs/aurora/fails-1")
     assert page.status_code == 200
     assert "<img src=x" not in page.text and "&lt;img src=x onerror=alert(1)&gt;" in page.text
+    hostile = portal.get("/api/portal/runs/aurora/xss-28").json()["run"]
+    assert hostile["experimentPath"] == "/stellar?target=exp%26workspace%3Delsewhere%23x"  # one parameter, encoded
     xss = portal.get("/portal/runs/aurora/xss-28")
     assert "&lt;img src=x onerror=alert(1)&gt;" in xss.text and "<img src=x" not in xss.text
     missing = portal.get("/api/portal/runs/aurora/nope")
