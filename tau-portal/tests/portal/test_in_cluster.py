@@ -3,6 +3,7 @@ from ``KUBERNETES_SERVICE_HOST``/``PORT``, over TLS to the simulator, as the Por
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,12 @@ def test_in_cluster_reads_through_the_service_account_over_tls(sim_cluster_facto
     cluster.store.create(make_job("in-cluster-1"))
     # in_cluster wins over the kubeconfig the fixture also writes (it binds the read-only role to PORTAL_USER)
     portal = portal_factory(cluster, in_cluster=True)
-    doc = portal.wait("/api/portal/runs", lambda r: r.status_code == 200 and r.json()["total"] == 1).json()
+    doc = portal.wait("/api/portal/runs", lambda r: r.status_code == 200 and r.json()["total"] == 1, timeout=60).json()
     assert [r["name"] for r in doc["runs"]] == ["in-cluster-1"] and doc["cache"]["fresh"] is True
-    requests = cluster.requests.counts()
-    assert any(verb == "watch" for verb, _ in requests), requests
+    deadline = time.monotonic() + 30  # the informers open their watches after their lists
+    while not any(verb == "watch" for verb, _ in cluster.requests.counts()):
+        assert time.monotonic() < deadline, cluster.requests.counts()
+        time.sleep(0.05)
 
 
 def test_in_cluster_outside_a_pod_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
