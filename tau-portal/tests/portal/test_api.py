@@ -182,8 +182,9 @@ def test_mounted_stellar_route_policy(taugrid_cluster, portal_factory, tmp_path)
     assert ok.status_code == 200 and ok.json()["target"] == "exp"
     assert ok.headers["x-frame-options"] == "SAMEORIGIN"
     assert "frame-ancestors 'self'" in ok.headers["content-security-policy"]
-    page = portal.get("/stellar", params={"target": "exp", "workspace": "default"})
-    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    # the share link of developer-guide--share-research.md: target, project and workspace
+    page = portal.get("/stellar", params={"target": "run-1", "project": "demo", "workspace": "default"})
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"] and "run-1" in page.text
     denied = {"/api/stellar/status": "GET", "/api/v2/stellar/experiments": "POST", "/api/stellar/artifact": "GET",
               "/api/stellar/artifact/bundle/x": "GET", "/api/v1/stellar/anything": "GET", "/stellar/assets/app.js": "GET",
               "/api/stellar/snapshot": "DELETE"}
