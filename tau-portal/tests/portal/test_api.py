@@ -77,6 +77,10 @@ def test_nodes_and_overview_cards(populated, portal) -> None:
     assert [b["id"] for b in overview["boards"]][:2] == ["overview", "runs"]
     assert all(b["path"].endswith("?workspace=default") for b in overview["boards"])
     assert {r["name"] for r in overview["running"]} >= {"runs-1"}
+    [running] = [r for r in overview["running"] if r["name"] == "runs-1"]
+    assert set(running) == {"job", "name", "namespace", "runId", "queue", "clusterQueue", "project", "experiment",
+                            "group", "experimentPath", "experimentTracking"}
+    assert (running["runId"], running["queue"], running["clusterQueue"]) == ("r-1", "jobqueue", "tau-cq")
     slim = portal.get("/api/portal/overview", params={"view": "workloads"}).json()
     assert set(slim["cards"]) == {"queue", "queueUnavailable"} and "boards" not in slim
     assert {r["name"] for r in slim["running"]} == {r["name"] for r in overview["running"]}

@@ -157,9 +157,7 @@ async def overview_response(state: PortalState, request: Request) -> Response:
                       else "computed Jobs board disabled", "rayUnavailable": ""})
         if request.query_params.get("view") != "workloads":
             cards.update(kusto_api.overview_cards(state, scope))
-        running = [{"job": r["name"], "name": r["name"], "namespace": r["namespace"], "runId": r["runId"],
-                    "queue": r["queue"], "experimentPath": r["experimentPath"],
-                    "experimentTracking": r["experimentTracking"]} for r in run_rows if r["status"] == "Running"]
+        running = boards.running_entries(cache, run_rows)
         if request.query_params.get("view") == "workloads":  # queue counters and admitted-workload links only
             return {"cards": {"queue": cards["queue"], "queueUnavailable": cards["queueUnavailable"]},
                     "running": running, "runningUnavailable": ""}
@@ -179,7 +177,7 @@ async def overview_response(state: PortalState, request: Request) -> Response:
             "queueUnavailable": NO_KUBE, "rayUnavailable": NO_KUBE}, "running": [],
             "runningUnavailable": NO_KUBE}
         return JSONResponse(scoped(body, scope, None, (), True), headers=NO_STORE)
-    keys = tuple(sorted(set(runs.RUN_KEYS + boards.NODE_KEYS + ("workloads", "services"))))
+    keys = tuple(sorted(set(runs.RUN_KEYS + boards.NODE_KEYS + ("workloads", "services", "localqueues"))))
     return await respond(state, request, "overview", keys, build, lambda d: False,
                          blocking=state.config.kusto.configured)
 
