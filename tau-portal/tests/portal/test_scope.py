@@ -242,6 +242,66 @@ def test_ray_proxy_forwards_reads_to_a_discovered_head_only(taugrid_cluster, por
         upstream.shutdown()
 
 
+def test_managed_ray_proxy_cookie_names_the_workspace(taugrid_cluster, portal_factory, tmp_path: Path) -> None:
+    """Managed mode: the viewer's identity is needed, the cookie is workspace|namespace|cluster, and a cookie
+    naming another workspace is refused before anything is forwarded."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tau_core import keys
+    from tau_testing.sim.scripts import PodScript, ScriptBook
+
+    class Dashboard(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"asset")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Dashboard)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    cluster = taugrid_cluster.cluster
+    cluster.scripts = cluster.scripts or ScriptBook()
+    cluster.scripts.add("ray-live", PodScript(run_seconds=None), kind="RayJob")
+    cluster.store.create({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                          "metadata": {"name": "ray-live", "namespace": "aurora",
+                                       "labels": {keys.MANAGED_BY: keys.MANAGED_BY_VALUE,
+                                                  keys.KUEUE_QUEUE_NAME: "jobqueue"}},
+                          "spec": {"entrypoint": "python serve.py", "suspend": True, "rayClusterSpec": {
+                              "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                                  {"name": "head", "image": "rayproject/ray:2.9",
+                                   "resources": {"requests": {"cpu": "1"}}}]}}}, "workerGroupSpecs": []}}})
+    cluster.settle()
+    cluster.advance(5)
+    cluster.settle()
+    path = directory(tmp_path)
+    portal = portal_factory(cluster, workspace_directory=path, directory=load_directory(path),
+                            ray_upstream=f"http://127.0.0.1:{upstream.server_address[1]}")
+    alice = {USER: "alice@example.com"}
+    try:
+        board = portal.wait("/api/portal/ray", lambda r: r.status_code == 200 and r.json()["clusters"]
+                            and r.json()["clusters"][0]["ready"], timeout=30, headers=alice).json()
+        found = board["clusters"][0]
+        assert portal.client.get(found["proxyPath"] + "static/x.js").status_code == 401
+        r = portal.client.get(found["proxyPath"] + "static/x.js", headers=alice)
+        assert r.status_code == 200 and r.text == "asset"
+        assert r.headers["set-cookie"].startswith(f"ray_target=aurora|{found['namespace']}|{found['cluster']};")
+        portal.client.cookies.clear()
+        mine = f"ray_target=aurora|{found['namespace']}|{found['cluster']}"
+        assert portal.client.get("/static/x.js", headers={**alice, "Cookie": mine}).text == "asset"
+        theirs = f"ray_target=secret|{found['namespace']}|{found['cluster']}"
+        refused = portal.client.get("/static/x.js", headers={**alice, "Cookie": theirs})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid Ray target cookie"
+        legacy = f"ray_target={found['namespace']}/{found['cluster']}"
+        assert portal.client.get("/static/x.js", headers={**alice, "Cookie": legacy}).status_code == 400
+    finally:
+        upstream.shutdown()
+
+
 def test_kueueviz_board_proxy_cookie_and_origin_rules(taugrid_cluster, portal_factory) -> None:
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
