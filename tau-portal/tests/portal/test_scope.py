@@ -51,11 +51,26 @@ def directory(tmp: Path, **changes) -> Path:
     ({"workspaces__0__namespace": ""}, "namespace: is required"),
     ({"workspaces__0__id": "a|b; Secure"}, "a DNS label"),
     ({"workspaces__0__surprise": 1}, "surprise: unknown field"),
+    ({"workspaces__0__source": "kusto", "workspaces__0__experimentsBackend": {"url": "http://exp.example"}},
+     "experimentsBackend.url: must be an https:// URL"),
+    ({"workspaces__0__source": "kusto", "workspaces__0__experimentsBackend": {"url": "https://u:p@exp.example"}},
+     "without credentials"),
+    ({"workspaces__0__source": "kusto", "workspaces__0__experimentsBackend": {}}, "experimentsBackend.url: is required"),
+    ({"workspaces__0__source": "kusto",
+      "workspaces__0__experimentsBackend": {"url": "https://exp.example", "bearerTokenFile": "token"}},
+     "bearerTokenFile: must be an absolute path"),
 ])
 def test_directory_is_strict(tmp_path: Path, change: dict, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_directory(directory(tmp_path, **change))
     assert message in err.value.message
+
+
+def test_directory_accepts_in_cluster_and_https_experiment_backends(tmp_path: Path) -> None:
+    for url in ("http://stellar.aurora.svc:8080", "http://stellar.aurora.svc.cluster.local", "http://127.0.0.1:9",
+                "https://exp.example"):
+        load_directory(directory(tmp_path, workspaces__0__source="kusto", workspaces__0__experimentsBackend={
+            "url": url, "bearerTokenFile": "/var/run/secrets/tau/token"}))
 
 
 def test_directory_normalises_principals_and_teams(tmp_path: Path) -> None:
