@@ -25,7 +25,7 @@ def _portal(objects, kind, name="tau-portal"):
 def managed(render, tmp_path_factory):
     values = tmp_path_factory.mktemp("portal") / "values.yaml"
     values.write_text(yaml.safe_dump({"taugrid-core": {"portal": {
-        "workspaceDirectory": DIRECTORY, "jobsScopeMode": "workspace", "cluster": "local"}}}))
+        "workspaceDirectory": DIRECTORY, "jobs": {"scopeMode": "workspace"}, "cluster": "local"}}}))
     return render("-f", str(values))
 
 
@@ -112,9 +112,10 @@ def test_kusto_history_operator_and_policy_values_reach_flags_the_portal_accepts
     from taugrid_portal.portal.kusto_flags import kusto_config, run_history_config
 
     objects = render("-f", _values(tmp_path, {
-        "jobsScopeMode": "operator", "operatorScopes": ["vision=aurora/jobqueue", "nlp=borealis/q2"],
-        "kustoQueryCommand": "kq", "kustoCostDatabase": "Costs", "cluster": "west",
-        "runHistory": {"enabled": True, "table": "Hist", "limit": 50}, "policyPath": "/etc/tau/policy.yaml"}))
+        "jobs": {"scopeMode": "operator", "operatorScopes": ["vision=aurora/jobqueue", "nlp=borealis/q2"],
+                 "policyPath": "/etc/tau/policy.yaml"},
+        "kusto": {"queryCommand": "kq", "costDatabase": "Costs"}, "cluster": "west",
+        "runHistory": {"enabled": True, "table": "Hist", "limit": 50}}))
     args = _portal(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     for flag in ("--kusto-query-command=kq", "--kusto-cost-database=Costs", "--jobs-operator-scope=vision=aurora/jobqueue",
                  "--jobs-operator-scope=nlp=borealis/q2", "--run-history-enabled", "--run-history-table=Hist",
@@ -130,18 +131,56 @@ def test_kusto_history_operator_and_policy_values_reach_flags_the_portal_accepts
 
 
 @pytest.mark.parametrize(("portal", "message"), [
-    ({"jobsScopeMode": "workspace"}, "jobsScopeMode=workspace needs portal.workspaceDirectory"),
-    ({"jobsScopeMode": "workspace", "workspaceDirectory": {"localCluster": "l", "workspaces": [
+    ({"jobs": {"scopeMode": "workspace"}}, "jobs.scopeMode=workspace needs portal.workspaceDirectory"),
+    ({"jobs": {"scopeMode": "workspace"}, "workspaceDirectory": {"localCluster": "l", "workspaces": [
         {"id": "a", "cluster": "l", "namespace": "a", "source": "local"}]}}, "needs team, namespace and localQueue"),
-    ({"jobsScopeMode": "operator"}, "needs at least one portal.operatorScopes entry"),
-    ({"operatorScopes": ["a=b/c"]}, "only used with portal.jobsScopeMode=operator"),
-    ({"jobsScopeMode": "operator", "operatorScopes": ["a=ns/q", "b=ns/q"]}, "lists ns/q twice"),
-    ({"runHistory": {"enabled": True}}, "runHistory.enabled needs portal.kustoEndpoint or portal.kustoQueryCommand"),
+    ({"jobs": {"scopeMode": "operator"}}, "needs at least one portal.jobs.operatorScopes entry"),
+    ({"jobs": {"operatorScopes": ["a=b/c"]}}, "only used with portal.jobs.scopeMode=operator"),
+    ({"jobs": {"scopeMode": "operator", "operatorScopes": ["a=ns/q", "b=ns/q"]}}, "lists ns/q twice"),
+    ({"runHistory": {"enabled": True}}, "runHistory.enabled needs portal.kusto.endpoint or portal.kusto.queryCommand"),
+    ({"source": "kusto"}, "source=kusto needs portal.kusto.endpoint or portal.kusto.queryCommand"),
+    ({"jobsScopeMode": "operator"}, "jobsScopeMode"),  # the old spelling is refused by the schema, not ignored
     ({"access": {"mode": "authenticated-proxy", "externalURL": "http://portal.example"}}, "must be an https:// URL"),
     ({"access": {"mode": "authenticated-proxy", "externalURL": "https://u:p@portal.example"}}, "no user info"),
-    ({"operatorScopes": ["bad"], "jobsScopeMode": "operator"}, "operatorScopes"),
+    ({"jobs": {"operatorScopes": ["bad"], "scopeMode": "operator"}}, "operatorScopes"),
 ])
 def test_helm_refuses_invalid_portal_values(helm, umbrella, tmp_path, portal, message):
     result = helm("template", "taugrid", str(umbrella), "--namespace", "tau-system",
                   "-f", _values(tmp_path, {"enabled": True, **portal}), check=False)
     assert result.returncode != 0 and message in result.stderr, result.stderr[-800:]
+
+
+def test_the_enable_portal_guide_values_render_into_flags_the_portal_accepts(render, tmp_path):
+    """The values of platform-admin-guide--enable-portal.md (workloadNamespace, source: kusto, kusto.endpoint and
+    database, the workload-identity annotation, runHistory) render, and the pod carries the labels the guide's
+    kubectl selects on."""
+    from taugrid_portal.portal.cli import build_config, serve
+
+    client_id = "00000000-0000-0000-0000-000000000001"
+    objects = render("-f", _values(tmp_path, {
+        "enabled": True, "cluster": "aks-west", "workspace": "aurora", "workloadNamespace": "aurora",
+        "serviceAccount": {"create": True, "name": "tau-portal",
+                           "annotations": {"azure.workload.identity/client-id": client_id}},
+        "rbac": {"create": True}, "source": "kusto",
+        "kusto": {"endpoint": "https://adx.westeurope.kusto.windows.net", "database": "Metrics"},
+        "runHistory": {"enabled": True}, "kueueviz": {"enabled": True},
+        "jobs": {"scopeMode": "operator", "operatorScopes": ["vision=aurora/jobqueue"]}}))
+    deployment = _portal(objects, "Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["app"] == "tau-portal" and labels["azure.workload.identity/use"] == "true"
+    assert _portal(objects, "ServiceAccount")["metadata"]["annotations"] == {
+        "azure.workload.identity/client-id": client_id}
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    for flag in ("--namespace=aurora", "--source=kusto", "--kusto-endpoint=https://adx.westeurope.kusto.windows.net",
+                 "--kusto-database=Metrics", "--run-history-enabled", "--kueueviz", "--cluster=aks-west",
+                 "--jobs-scope-mode=operator", "--jobs-operator-scope=vision=aurora/jobqueue"):
+        assert flag in args, (flag, args)
+    config, _ = build_config(dict(serve.make_context("serve", args[2:]).params))  # every flag the Portal validates
+    assert (config.namespace, config.source, config.kusto.endpoint) == (
+        "aurora", "kusto", "https://adx.westeurope.kusto.windows.net")
+    assert config.run_history.enabled and config.kueueviz is not None and config.cluster == "aks-west"
+    plain = _portal(render(), "Deployment")["spec"]["template"]
+    assert "azure.workload.identity/use" not in plain["metadata"]["labels"]
+    assert not any(a.startswith(("--namespace", "--kueueviz")) for a in plain["spec"]["containers"][0]["args"])
+    probes = plain["spec"]["containers"][0]
+    assert (probes["readinessProbe"]["periodSeconds"], probes["livenessProbe"]["periodSeconds"]) == (10, 30)

@@ -137,7 +137,7 @@ def populate(scenario: TauGridScenario) -> None:
     cluster.store.create(job("waits-gpu", gpus=64))  # more GPUs than the queue's quota: pending on quota
     cluster.store.create(job("external-1", tau=False))
     cluster.store.create(job(f"xss-{len(XSS)}", labels={keys.STELLAR_EXPERIMENT: "exp"},
-                             annotations={"note": XSS}))
+                             annotations={"note": XSS, keys.STELLAR_EXPERIMENT_ID: "exp&workspace=elsewhere#x"}))
     cluster.store.create({"apiVersion": "ray.io/v1", "kind": "RayJob",
                           "metadata": {"name": "ray-1", "namespace": NAMESPACE,
                                        "labels": {keys.MANAGED_BY: keys.MANAGED_BY_VALUE,

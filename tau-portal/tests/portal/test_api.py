@@ -44,6 +44,8 @@ def test_run_detail_reuses_the_cli_phase_tree_and_escapes_hostile_text(populated
     page = portal.get("/portal/runs/aurora/fails-1")
     assert page.status_code == 200
     assert "<img src=x" not in page.text and "&lt;img src=x onerror=alert(1)&gt;" in page.text
+    hostile = portal.get("/api/portal/runs/aurora/xss-28").json()["run"]
+    assert hostile["experimentPath"] == "/stellar?target=exp%26workspace%3Delsewhere%23x"  # one parameter, encoded
     xss = portal.get("/portal/runs/aurora/xss-28")
     assert "&lt;img src=x onerror=alert(1)&gt;" in xss.text and "<img src=x" not in xss.text
     missing = portal.get("/api/portal/runs/aurora/nope")
@@ -75,6 +77,10 @@ def test_nodes_and_overview_cards(populated, portal) -> None:
     assert [b["id"] for b in overview["boards"]][:2] == ["overview", "runs"]
     assert all(b["path"].endswith("?workspace=default") for b in overview["boards"])
     assert {r["name"] for r in overview["running"]} >= {"runs-1"}
+    [running] = [r for r in overview["running"] if r["name"] == "runs-1"]
+    assert set(running) == {"job", "name", "namespace", "runId", "queue", "clusterQueue", "project", "experiment",
+                            "group", "experimentPath", "experimentTracking"}
+    assert (running["runId"], running["queue"], running["clusterQueue"]) == ("r-1", "jobqueue", "tau-cq")
     slim = portal.get("/api/portal/overview", params={"view": "workloads"}).json()
     assert set(slim["cards"]) == {"queue", "queueUnavailable"} and "boards" not in slim
     assert {r["name"] for r in slim["running"]} == {r["name"] for r in overview["running"]}
@@ -180,8 +186,9 @@ def test_mounted_stellar_route_policy(taugrid_cluster, portal_factory, tmp_path)
     assert ok.status_code == 200 and ok.json()["target"] == "exp"
     assert ok.headers["x-frame-options"] == "SAMEORIGIN"
     assert "frame-ancestors 'self'" in ok.headers["content-security-policy"]
-    page = portal.get("/stellar", params={"target": "exp", "workspace": "default"})
-    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    # the share link of developer-guide--share-research.md: target, project and workspace
+    page = portal.get("/stellar", params={"target": "run-1", "project": "demo", "workspace": "default"})
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"] and "run-1" in page.text
     denied = {"/api/stellar/status": "GET", "/api/v2/stellar/experiments": "POST", "/api/stellar/artifact": "GET",
               "/api/stellar/artifact/bundle/x": "GET", "/api/v1/stellar/anything": "GET", "/stellar/assets/app.js": "GET",
               "/api/stellar/snapshot": "DELETE"}

@@ -123,6 +123,32 @@ def _table_pages_match_the_api(page, base: str, portal) -> None:
     shot(page, "stellar")
 
 
+CONTRAST = """() => {
+  const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = c => { const [r, g, b] = c.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+                     return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const style = getComputedStyle(document.body);
+  const bg = lum(rgb(style.backgroundColor)), fg = lum(rgb(style.color));
+  return {background: bg, ratio: (Math.max(bg, fg) + 0.05) / (Math.min(bg, fg) + 0.05)};
+}"""
+
+
+def _pages_fit_a_laptop_screen_in_dark_mode(page, base: str) -> None:
+    """At 1280x720 (a laptop) no page scrolls sideways or clips a table, and the dark scheme is dark and
+    readable (WCAG AA contrast between the text and its background)."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    for path in ("/portal", "/portal/runs", "/portal/runs/aurora/fails-1", "/portal/jobs", "/portal/nodes",
+                 "/portal/ray", "/portal/experiments"):
+        page.goto(base + path)
+        page.wait_for_selector("body[data-ready=true]")
+        assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), path
+        assert page.evaluate("(() => { const m = document.querySelector('main'); "
+                             "return m.scrollWidth <= m.clientWidth; })()"), f"{path}: content clipped sideways"
+        colours = page.evaluate(CONTRAST)
+        assert colours["background"] < 0.05 and colours["ratio"] >= 4.5, (path, colours)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
 def _runs_page_survives_the_api_server_going_away(page, base: str, cluster) -> None:
     """The API server goes away: the open Runs page says so and shows no rows as current; then it recovers."""
     from tau_testing.sim.server import ServerThread
@@ -157,5 +183,6 @@ def test_walkthrough_of_every_page(populated, portal_factory, store: Path, page,
     _overview_page(page, base)
     _runs_page_refreshes_filters_and_opens_a_run(page, base, cluster, api)
     _table_pages_match_the_api(page, base, portal)
+    _pages_fit_a_laptop_screen_in_dark_mode(page, base)
     assert page.errors == [], page.errors
     _runs_page_survives_the_api_server_going_away(page, base, cluster)

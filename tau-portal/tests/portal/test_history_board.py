@@ -83,3 +83,68 @@ def test_runs_board_merges_durable_only_rows(taugrid_cluster: TauGridScenario, p
     doc = down.wait("/api/portal/runs", lambda r: r.status_code == 200 and r.json()["runs"]).json()
     assert doc["historyState"] == "history-unavailable" and "Kusto history query" in doc["historyDiagnostic"]
     assert [r["name"] for r in doc["runs"]] == ["live-1"]
+
+
+class BlackHole:
+    """A Kusto endpoint that accepts connections and never answers (a hung cluster or network path)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        self.called = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+            self.called.set()
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.fixture
+def credential_host() -> Iterator[None]:
+    previous = set_host(Host.create(extra_plugins=[("loopback-credential", LoopbackCredential())]))
+    yield
+    set_host(previous)
+
+
+def test_a_hung_history_query_stalls_no_other_request(taugrid_cluster: TauGridScenario, portal_factory: Any,
+                                                      credential_host: None) -> None:
+    """While the Runs board waits on Kusto, /healthz (the liveness probe) and the other boards still answer;
+    when the query fails, the Runs board says so and keeps the live runs."""
+    import threading
+
+    import httpx
+
+    hole = BlackHole()
+    try:
+        portal = portal_factory(taugrid_cluster.cluster, kusto=KustoConfig(endpoint=hole.url),
+                                run_history=RunHistoryConfig(enabled=True))
+        portal.wait("/api/portal/nodes", lambda r: r.status_code == 200)
+        answers: list[httpx.Response] = []
+        waiting = threading.Thread(target=lambda: answers.append(httpx.get(portal.url + "/api/portal/runs",
+                                                                           timeout=120)))
+        waiting.start()
+        assert hole.called.wait(60), "the Runs board never queried the history endpoint"
+        assert portal.get("/healthz").json() == {"status": "ok"}  # the client's timeout is a deadlock guard only
+        assert portal.get("/api/portal/nodes").status_code == 200
+        assert waiting.is_alive() and not answers, "the history query was expected to be still hanging"
+    finally:
+        hole.close()
+    waiting.join(120)
+    doc = answers[0].json()
+    assert answers[0].status_code == 200 and doc["historyState"] == "history-unavailable", doc

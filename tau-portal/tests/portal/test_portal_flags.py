@@ -135,3 +135,27 @@ def test_served_kusto_boards_degrade_when_kusto_fails(tmp_path: Path) -> None:
     err = proc.stderr.read()
     assert f"boards read Kusto at {KUSTO} (Metrics, cost in Costs)" in err
     assert "portal: cost board failed: " in err
+    assert f"serving taugrid-portal portal at {base}/portal" in err and "no authentication" not in err
+
+
+def test_binding_beyond_loopback_warns_that_the_portal_has_no_authentication() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    entry = "from taugrid_portal.cli import main; main()"
+    proc = subprocess.Popen([sys.executable, "-c", entry, "portal", "serve", "--no-kubernetes",
+                             "--addr", f"0.0.0.0:{port}"], stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the start-up lines come before the server accepts anything
+            lines.append(line)
+            if line.startswith("serving "):
+                break
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json() == {"status": "ok"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    err = "".join(lines)
+    assert "warning: listening on 0.0.0.0: the Portal has no authentication of its own" in err, err
+    assert "Traceback" not in err

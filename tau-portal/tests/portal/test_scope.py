@@ -51,11 +51,26 @@ def directory(tmp: Path, **changes) -> Path:
     ({"workspaces__0__namespace": ""}, "namespace: is required"),
     ({"workspaces__0__id": "a|b; Secure"}, "a DNS label"),
     ({"workspaces__0__surprise": 1}, "surprise: unknown field"),
+    ({"workspaces__0__source": "kusto", "workspaces__0__experimentsBackend": {"url": "http://exp.example"}},
+     "experimentsBackend.url: must be an https:// URL"),
+    ({"workspaces__0__source": "kusto", "workspaces__0__experimentsBackend": {"url": "https://u:p@exp.example"}},
+     "without credentials"),
+    ({"workspaces__0__source": "kusto", "workspaces__0__experimentsBackend": {}}, "experimentsBackend.url: is required"),
+    ({"workspaces__0__source": "kusto",
+      "workspaces__0__experimentsBackend": {"url": "https://exp.example", "bearerTokenFile": "token"}},
+     "bearerTokenFile: must be an absolute path"),
 ])
 def test_directory_is_strict(tmp_path: Path, change: dict, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_directory(directory(tmp_path, **change))
     assert message in err.value.message
+
+
+def test_directory_accepts_in_cluster_and_https_experiment_backends(tmp_path: Path) -> None:
+    for url in ("http://stellar.aurora.svc:8080", "http://stellar.aurora.svc.cluster.local", "http://127.0.0.1:9",
+                "https://exp.example"):
+        load_directory(directory(tmp_path, workspaces__0__source="kusto", workspaces__0__experimentsBackend={
+            "url": url, "bearerTokenFile": "/var/run/secrets/tau/token"}))
 
 
 def test_directory_normalises_principals_and_teams(tmp_path: Path) -> None:
@@ -88,6 +103,23 @@ def test_identity_headers_limits_and_authorization(managed) -> None:
     assert managed.get("/api/portal/runs", headers=alice, params={"workspace": "ghost"}).status_code == 404
     ok = managed.get("/api/portal/runs", headers={USER: "carol", GROUPS: "g-other;G-SECRET"})
     assert ok.status_code == 200 and ok.json()["scope"]["workspace"] == "secret"
+
+
+def test_a_cluster_wide_workspace_is_still_only_for_its_users_and_groups(populated, portal_factory,
+                                                                        tmp_path: Path) -> None:
+    path = directory(tmp_path, workspaces__2__authorization={"mode": "cluster-wide", "groups": ["g-ops"]})
+    portal = portal_factory(populated.cluster, workspace_directory=path, directory=load_directory(path))
+    alice = {USER: "alice@example.com"}
+    portal.wait("/api/portal/runs", lambda r: r.status_code == 200, headers=alice)
+    mine = portal.get("/api/portal/workspaces", headers=alice).json()["workspaces"]
+    assert sorted(w["workspace"] for w in mine) == ["aurora", "borealis"]
+    assert portal.get("/api/portal/runs", headers=alice, params={"workspace": "secret"}).status_code == 403
+    assert portal.get("/api/portal/runs", headers={USER: "mallory"}).status_code == 403
+    ops = portal.get("/api/portal/runs", headers={USER: "olga", GROUPS: "g-ops"})
+    assert ops.status_code == 200 and ops.json()["scope"]["authorizationMode"] == "cluster-wide"
+    nodes = portal.wait("/api/portal/nodes", lambda r: r.status_code == 200, headers={USER: "olga", GROUPS: "g-ops"})
+    assert "daemonSets" in nodes.json()
+    assert "daemonSets" not in portal.get("/api/portal/nodes", headers=alice).json()
 
 
 @pytest.mark.parametrize("param", ["namespace", "cluster", "team", "queue"])
@@ -221,6 +253,66 @@ def test_ray_proxy_forwards_reads_to_a_discovered_head_only(taugrid_cluster, por
         assert portal.client.get("/api/portal/nope", headers={"Cookie": cookie.split(";")[0]}).status_code == 404
         assert portal.client.post(found["proxyPath"] + "api/jobs/").status_code == 405
         assert len([s for s in seen if s["path"].startswith("/api/jobs")]) == 0
+    finally:
+        upstream.shutdown()
+
+
+def test_managed_ray_proxy_cookie_names_the_workspace(taugrid_cluster, portal_factory, tmp_path: Path) -> None:
+    """Managed mode: the viewer's identity is needed, the cookie is workspace|namespace|cluster, and a cookie
+    naming another workspace is refused before anything is forwarded."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tau_core import keys
+    from tau_testing.sim.scripts import PodScript, ScriptBook
+
+    class Dashboard(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"asset")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Dashboard)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    cluster = taugrid_cluster.cluster
+    cluster.scripts = cluster.scripts or ScriptBook()
+    cluster.scripts.add("ray-live", PodScript(run_seconds=None), kind="RayJob")
+    cluster.store.create({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                          "metadata": {"name": "ray-live", "namespace": "aurora",
+                                       "labels": {keys.MANAGED_BY: keys.MANAGED_BY_VALUE,
+                                                  keys.KUEUE_QUEUE_NAME: "jobqueue"}},
+                          "spec": {"entrypoint": "python serve.py", "suspend": True, "rayClusterSpec": {
+                              "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                                  {"name": "head", "image": "rayproject/ray:2.9",
+                                   "resources": {"requests": {"cpu": "1"}}}]}}}, "workerGroupSpecs": []}}})
+    cluster.settle()
+    cluster.advance(5)
+    cluster.settle()
+    path = directory(tmp_path)
+    portal = portal_factory(cluster, workspace_directory=path, directory=load_directory(path),
+                            ray_upstream=f"http://127.0.0.1:{upstream.server_address[1]}")
+    alice = {USER: "alice@example.com"}
+    try:
+        board = portal.wait("/api/portal/ray", lambda r: r.status_code == 200 and r.json()["clusters"]
+                            and r.json()["clusters"][0]["ready"], timeout=30, headers=alice).json()
+        found = board["clusters"][0]
+        assert portal.client.get(found["proxyPath"] + "static/x.js").status_code == 401
+        r = portal.client.get(found["proxyPath"] + "static/x.js", headers=alice)
+        assert r.status_code == 200 and r.text == "asset"
+        assert r.headers["set-cookie"].startswith(f"ray_target=aurora|{found['namespace']}|{found['cluster']};")
+        portal.client.cookies.clear()
+        mine = f"ray_target=aurora|{found['namespace']}|{found['cluster']}"
+        assert portal.client.get("/static/x.js", headers={**alice, "Cookie": mine}).text == "asset"
+        theirs = f"ray_target=secret|{found['namespace']}|{found['cluster']}"
+        refused = portal.client.get("/static/x.js", headers={**alice, "Cookie": theirs})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid Ray target cookie"
+        legacy = f"ray_target={found['namespace']}/{found['cluster']}"
+        assert portal.client.get("/static/x.js", headers={**alice, "Cookie": legacy}).status_code == 400
     finally:
         upstream.shutdown()
 

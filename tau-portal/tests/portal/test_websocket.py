@@ -148,3 +148,34 @@ def test_kueueviz_websocket_gets_the_allowed_origin_and_no_cookie(taugrid_cluste
     assert status_of(ws_url(portal, "/api/portal/kueueviz/ws/a/%2e%2e/b"), Origin=portal.url) in (400, 404)
     off = portal_factory(taugrid_cluster.cluster)
     assert status_of(ws_url(off, "/api/portal/kueueviz/ws/cluster-queues"), Origin=off.url) in (403, 404)
+
+
+def test_managed_kueueviz_needs_an_authorized_viewer(taugrid_cluster, portal_factory, upstream, tmp_path) -> None:
+    """In managed mode the KueueViz board, cluster-wide by nature, is no way around the identity headers."""
+    import json
+
+    import httpx
+
+    from taugrid_portal.portal.config import KueueVizConfig
+    from taugrid_portal.portal.directory import load_directory
+
+    path = tmp_path / "workspaces.json"
+    path.write_text(json.dumps({"localCluster": "local", "workspaces": [
+        {"id": "aurora", "cluster": "local", "namespace": "aurora", "source": "local",
+         "authorization": {"mode": "workspace-rbac", "users": ["alice@example.com"]}}]}))
+    portal = portal_factory(taugrid_cluster.cluster, kueueviz=KueueVizConfig(), workspace_directory=path,
+                            directory=load_directory(path), kueueviz_upstream=f"http://127.0.0.1:{upstream.port}")
+    alice = {"X-MS-CLIENT-PRINCIPAL-NAME": "alice@example.com"}
+    for route in ("/api/portal/kueueviz/env.js", "/api/portal/kueueviz/", "/assets/index.js"):
+        anonymous = httpx.get(portal.url + route, headers={"Cookie": "kueueviz_target=1"})
+        assert anonymous.status_code == 401, (route, anonymous.text)
+        assert anonymous.json()["reason"] == "authenticated viewer identity is required"
+        stranger = httpx.get(portal.url + route, headers={"X-MS-CLIENT-PRINCIPAL-NAME": "mallory"})
+        assert stranger.status_code == 403, route
+    assert portal.get("/api/portal/kueueviz/env.js", headers=alice).status_code == 200
+    url = ws_url(portal, "/api/portal/kueueviz/ws/cluster-queues")
+    assert status_of(url, Origin=portal.url) == 401
+    before = len(upstream.seen)
+    with connect(url, additional_headers={"Origin": portal.url, **alice}, open_timeout=20) as ws:
+        assert ws.recv(timeout=20) == "hello /ws/cluster-queues"
+    assert len(upstream.seen) == before + 1 and "x-ms-client-principal-name" not in upstream.seen[-1]

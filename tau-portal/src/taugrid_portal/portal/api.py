@@ -35,9 +35,11 @@ def error_response(exc: BoardError) -> Response:
     return JSONResponse(exc.body, status_code=exc.status, headers=NO_STORE)
 
 
-def respond(state: PortalState, request: Request, board: str, keys: tuple[str, ...],
-            build: Callable[[Scope, WatchCache], dict[str, Any]], empty: Callable[[dict[str, Any]], bool],
-            *, allow_override: tuple[str, ...] = ("namespace",)) -> Response:
+async def respond(state: PortalState, request: Request, board: str, keys: tuple[str, ...],
+                  build: Callable[[Scope, WatchCache], dict[str, Any]], empty: Callable[[dict[str, Any]], bool],
+                  *, allow_override: tuple[str, ...] = ("namespace",), blocking: bool = False) -> Response:
+    """One board answer.  ``blocking``: ``build`` queries Kusto, so a fresh computation runs in a worker thread
+    (a slow query must not stall the event loop, and with it /healthz and every other board)."""
     try:
         scope = state.scope(request.query_params, request.headers, allow_override=allow_override)
         moved = redirect_url(scope, request.url.path, request.query_params)
@@ -58,7 +60,12 @@ def respond(state: PortalState, request: Request, board: str, keys: tuple[str, .
                 raise BoardError(502, {"error": f"{board} board failed; see the Portal log"}) from None
             return scoped(doc, scope, cache, keys, empty(doc))
 
-        body, packed = state.memo(key, compute)
+        if blocking and state.recall(key) is None:
+            import anyio
+
+            body, packed = await anyio.to_thread.run_sync(state.memo, key, compute)
+        else:
+            body, packed = state.memo(key, compute)
         headers = {**NO_STORE, "Vary": "Accept-Encoding"}
         if "gzip" in request.headers.get("accept-encoding", ""):
             return Response(packed, media_type="application/json", headers={**headers, "Content-Encoding": "gzip"})
@@ -88,29 +95,29 @@ def make_routes(state: PortalState) -> list[Any]:
 
     async def runs_ep(request: Request) -> Response:
         external = request.query_params.get("include-external") in ("1", "true")
-        return respond(state, request, "runs", runs.RUN_KEYS,
+        return await respond(state, request, "runs", runs.RUN_KEYS,
                        lambda scope, cache: runs.runs_board(cache, scope, include_external=external,
                                                      history=state.config.run_history.enabled,
                                                      durable=durable_runs(state.config, scope.namespace,
                                                                           scope.cluster)),
-                       lambda d: not d["runs"])
+                       lambda d: not d["runs"], blocking=state.config.run_history.enabled)
 
     async def overview(request: Request) -> Response:
-        return overview_response(state, request)
+        return await overview_response(state, request)
 
     async def nodes(request: Request) -> Response:
-        return respond(state, request, "nodes", boards.NODE_KEYS,
+        return await respond(state, request, "nodes", boards.NODE_KEYS,
                        lambda scope, cache: boards.nodes_board(cache, scope), lambda d: not d["nodes"])
 
     async def ray(request: Request) -> Response:
-        return respond(state, request, "ray", boards.RAY_KEYS,
+        return await respond(state, request, "ray", boards.RAY_KEYS,
                        lambda scope, cache: {"namespace": scope.namespace,
                                              "clusters": boards.ray_clusters(cache, scope.namespace),
                                              **ray_history(state.config, scope.namespace, scope.cluster)},
-                       lambda d: not (d["clusters"] or d["history"]))
+                       lambda d: not (d["clusters"] or d["history"]), blocking=state.config.run_history.enabled)
 
     async def jobs(request: Request) -> Response:
-        return jobs_response(state, request)
+        return await jobs_response(state, request)
 
     async def detail(request: Request) -> Response:
         from taugrid_portal.portal.detail import detail_response
@@ -142,7 +149,7 @@ def board_list(state: PortalState, workspace: str) -> list[dict[str, Any]]:
     return [{"id": i, "title": t, "path": p + q, "external": False} for i, t, p in items]
 
 
-def overview_response(state: PortalState, request: Request) -> Response:
+async def overview_response(state: PortalState, request: Request) -> Response:
     def build(scope: Scope, cache: WatchCache) -> dict[str, Any]:
         run_rows = runs.runs_board(cache, scope)["runs"]
         cards = boards.overview_cards(cache, scope, run_rows)
@@ -150,9 +157,7 @@ def overview_response(state: PortalState, request: Request) -> Response:
                       else "computed Jobs board disabled", "rayUnavailable": ""})
         if request.query_params.get("view") != "workloads":
             cards.update(kusto_api.overview_cards(state, scope))
-        running = [{"job": r["name"], "name": r["name"], "namespace": r["namespace"], "runId": r["runId"],
-                    "queue": r["queue"], "experimentPath": r["experimentPath"],
-                    "experimentTracking": r["experimentTracking"]} for r in run_rows if r["status"] == "Running"]
+        running = boards.running_entries(cache, run_rows)
         if request.query_params.get("view") == "workloads":  # queue counters and admitted-workload links only
             return {"cards": {"queue": cards["queue"], "queueUnavailable": cards["queueUnavailable"]},
                     "running": running, "runningUnavailable": ""}
@@ -164,13 +169,17 @@ def overview_response(state: PortalState, request: Request) -> Response:
             scope = state.scope(request.query_params, request.headers)
         except BoardError as exc:
             return error_response(exc)
+        import anyio
+
+        kusto_cards = await anyio.to_thread.run_sync(kusto_api.overview_cards, state, scope)
         body = {"boards": board_list(state, scope.workspace), "cards": {
-            "fleetUnavailable": NO_KUBE, **kusto_api.overview_cards(state, scope),
+            "fleetUnavailable": NO_KUBE, **kusto_cards,
             "queueUnavailable": NO_KUBE, "rayUnavailable": NO_KUBE}, "running": [],
             "runningUnavailable": NO_KUBE}
         return JSONResponse(scoped(body, scope, None, (), True), headers=NO_STORE)
-    keys = tuple(sorted(set(runs.RUN_KEYS + boards.NODE_KEYS + ("workloads", "services"))))
-    return respond(state, request, "overview", keys, build, lambda d: False)
+    keys = tuple(sorted(set(runs.RUN_KEYS + boards.NODE_KEYS + ("workloads", "services", "localqueues"))))
+    return await respond(state, request, "overview", keys, build, lambda d: False,
+                         blocking=state.config.kusto.configured)
 
 
 
@@ -199,12 +208,12 @@ def jobs_builder(state: PortalState, request: Request) -> Callable[[Scope, Watch
     return build
 
 
-def jobs_response(state: PortalState, request: Request) -> Response:
+async def jobs_response(state: PortalState, request: Request) -> Response:
     try:
         build = jobs_builder(state, request)
     except BoardError as exc:
         return error_response(exc)
-    return respond(state, request, "jobs", boards.JOB_KEYS, build, lambda d: not d["workloads"],
+    return await respond(state, request, "jobs", boards.JOB_KEYS, build, lambda d: not d["workloads"],
                    allow_override=())
 
 

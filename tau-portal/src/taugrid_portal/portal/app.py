@@ -19,7 +19,7 @@ from taugrid_portal.portal.proxy import (
     ray_proxy,
     ray_websocket,
 )
-from taugrid_portal.portal.state import PortalState
+from taugrid_portal.portal.state import BoardError, PortalState
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "frame-ancestors 'self'; base-uri 'none'; form-action 'self'; object-src 'none'")
@@ -66,6 +66,20 @@ class Guard:
             await response(scope, receive, with_headers)
             return
         await self.app(scope, receive, with_headers)
+
+
+def refused_viewer(state: PortalState, conn: Any) -> Any:
+    """Managed mode: the answer to a request without an authorized viewer (401/403/431), else None.  The
+    KueueViz board, cluster-wide by nature, needs an authorized viewer like every other board."""
+    if state.directory is None:
+        return None
+    from starlette.responses import JSONResponse
+
+    try:
+        state.scope(conn.query_params, conn.headers)
+    except BoardError as exc:
+        return JSONResponse(exc.body, status_code=exc.status, headers={"Cache-Control": "no-store"})
+    return None
 
 
 def create_app(config: PortalConfig, *, directory: Directory | None = None, cache: WatchCache | None = None,
@@ -131,7 +145,8 @@ def create_app(config: PortalConfig, *, directory: Directory | None = None, cach
 
     routes = [
         *api.make_routes(state),
-        *kueueviz.make_routes(config.kueueviz, kueueviz_upstream or kueueviz.DEFAULT_UPSTREAM),
+        *kueueviz.make_routes(config.kueueviz, kueueviz_upstream or kueueviz.DEFAULT_UPSTREAM,
+                             lambda conn: refused_viewer(state, conn)),
         Route(RAY_PREFIX + "{rest:path}", ray, methods=list(READ_METHODS)),
         WebSocketRoute(RAY_PREFIX + "{rest:path}", ray_ws),
         *pages.make_routes(state),

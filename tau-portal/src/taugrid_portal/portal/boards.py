@@ -219,3 +219,23 @@ def overview_cards(cache: WatchCache, scope: Scope, runs: list[dict[str, Any]]) 
         "ray": {"clusters": len(ray_clusters(cache, scope.namespace))},
         "runs": {s: sum(r["status"] == s for r in runs) for s in sorted({r["status"] for r in runs})},
     }
+
+
+def running_entries(cache: WatchCache, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Overview's ``running`` list (reference §4.2): each running run with its queues and experiment."""
+    lq_to_cq = {(_meta(q).get("namespace"), _meta(q).get("name")): (q.get("spec") or {}).get("clusterQueue", "")
+                for q in cache.items("localqueues")}
+    out = []
+    for r in runs:
+        if r["status"] != "Running":
+            continue
+        obj = cache.get("jobs" if r["kind"] == "Job" else "rayjobs", r["namespace"], r["name"]) or {}
+        meta = _meta(obj)
+        labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
+        out.append({"job": r["name"], "name": r["name"], "namespace": r["namespace"], "runId": r["runId"],
+                    "queue": r["queue"], "clusterQueue": lq_to_cq.get((r["namespace"], r["queue"]), ""),
+                    "project": ann.get(keys.STELLAR_PROJECT_VALUE) or labels.get(keys.STELLAR_PROJECT, ""),
+                    "experiment": ann.get(keys.STELLAR_EXPERIMENT_ID) or labels.get(keys.STELLAR_EXPERIMENT, ""),
+                    "group": ann.get(keys.STELLAR_GROUP_VALUE) or labels.get(keys.STELLAR_GROUP, ""),
+                    "experimentPath": r["experimentPath"], "experimentTracking": r["experimentTracking"]})
+    return out

@@ -144,6 +144,22 @@ def _endpoint(r: _Reader, raw: Any, where: str, local: str) -> Endpoint:
     return Endpoint(cluster, url.rstrip("/"), availability)
 
 
+def _backend(r: _Reader, data: Mapping[str, Any], where: str) -> None:
+    """``experimentsBackend``: an https URL, or plain http only to loopback or an in-cluster ``.svc`` name; no
+    credentials, query or fragment; the bearer token (if any) comes from an absolute file path."""
+    url = r.text(data, "url", where, required=True)
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    internal = host in ("localhost", "127.0.0.1", "::1") or host.endswith((".svc", ".svc.cluster.local"))
+    if parts.scheme not in ("https", "http") or not host or (parts.scheme == "http" and not internal) \
+            or parts.username or parts.password or parts.query or parts.fragment:
+        raise r.fail(f"{where}.url", "must be an https:// URL (plain http only for loopback or a .svc host), "
+                                     "without credentials, query or fragment")
+    token = r.text(data, "bearerTokenFile", where)
+    if token and not token.startswith("/"):
+        raise r.fail(f"{where}.bearerTokenFile", "must be an absolute path")
+
+
 def _workspace(r: _Reader, raw: Any, where: str, local: str) -> Workspace:
     data = r.obj(raw, where, _WORKSPACE)
     ws_id = r.text(data, "id", where, required=True)
@@ -156,9 +172,10 @@ def _workspace(r: _Reader, raw: Any, where: str, local: str) -> Workspace:
         raise r.fail(f"{where}.source", f"must be one of {', '.join(SOURCES)}")
     exp_url = r.text(data, "experimentsUrl", where)
     if "experimentsBackend" in data:
-        r.obj(data["experimentsBackend"], f"{where}.experimentsBackend", _BACKEND)
+        backend = r.obj(data["experimentsBackend"], f"{where}.experimentsBackend", _BACKEND)
         if source != "kusto":
             raise r.fail(f"{where}.experimentsBackend", "requires source kusto")
+        _backend(r, backend, f"{where}.experimentsBackend")
     if exp_url:
         if source != "kusto":
             raise r.fail(f"{where}.experimentsUrl", "requires source kusto")

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from taugrid_portal.portal.config import KueueVizConfig
@@ -79,7 +80,10 @@ async def forward(request: Request, config: KueueVizConfig, path: str, upstream:
     return response
 
 
-def make_routes(config: KueueVizConfig | None, upstream: str = DEFAULT_UPSTREAM) -> list[Any]:
+def make_routes(config: KueueVizConfig | None, upstream: str = DEFAULT_UPSTREAM,
+                identify: Callable[[HTTPConnection], Response | None] = lambda conn: None) -> list[Any]:
+    """The board's routes; ``identify`` answers a request the Portal refuses (managed mode without an
+    authorized viewer) before anything is forwarded."""
     from starlette.routing import Route, WebSocketRoute
 
     methods = ["GET", "HEAD"]
@@ -91,12 +95,18 @@ def make_routes(config: KueueVizConfig | None, upstream: str = DEFAULT_UPSTREAM)
         return [Route(PREFIX, disabled, methods=methods), Route(PREFIX + "/{rest:path}", disabled, methods=methods)]
 
     async def proxied(request: Request) -> Response:
+        refused = identify(request)
+        if refused is not None:
+            return refused
         rest = request.path_params.get("rest", "")
         if rest == "env.js":
             return env_js(request)
         return await forward(request, config, rest, upstream)
 
     async def assets(request: Request) -> Response:
+        refused = identify(request)
+        if refused is not None:
+            return refused
         if request.cookies.get("kueueviz_target") != "1":
             return _json(400, {"error": "no KueueViz page loaded: open the Kueue (Live) board first"})
         return await forward(request, config, "assets/" + request.path_params["rest"], upstream)
@@ -107,6 +117,10 @@ def make_routes(config: KueueVizConfig | None, upstream: str = DEFAULT_UPSTREAM)
         rest = websocket.path_params["rest"]
         if not same_origin(websocket):
             await deny(websocket, denial(403, "cross-origin WebSocket refused: open KueueViz from this Portal"))
+            return
+        refused = identify(websocket)
+        if refused is not None:
+            await deny(websocket, refused)
             return
         if not _SAFE_PATH.match(rest) or ".." in rest.split("/") or "//" in rest:
             await deny(websocket, denial(400, "invalid KueueViz path"))

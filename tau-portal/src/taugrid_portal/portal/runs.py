@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from tau_core import keys
 from tau_core.status_tree import Snapshot, phases, terminal_state
@@ -66,7 +67,7 @@ def tracking(obj: Obj) -> tuple[str, str]:
     meta = _meta(obj)
     ann, labels = meta.get("annotations") or {}, meta.get("labels") or {}
     target = ann.get(keys.STELLAR_EXPERIMENT_ID) or labels.get(keys.STELLAR_EXPERIMENT) or ""
-    path = f"/stellar?target={target}" if target else ""
+    path = "/stellar?" + urlencode({"target": target}) if target else ""  # an annotation: any text
     if ann.get(keys.EXPERIMENT_SOURCE) == "stellar" and ann.get(keys.METRICS_SESSION_ID):
         return "tracked", path
     return ("available", path) if target else ("untracked", "")

@@ -55,7 +55,10 @@ def legacy_scope(config: PortalConfig) -> Scope:
 
 
 def authorized(directory: Directory, who: Viewer) -> list[Scope]:
-    allowed = [w for w in directory.workspaces if w.mode == "cluster-wide" or w.authorizes(who.user, who.groups)]
+    """The workspaces whose users or groups include the viewer.  The authorization mode does not widen this:
+    ``cluster-wide`` says what a workspace's viewers may see (e.g. DaemonSets), not who may view it, which is
+    why the directory requires a user or group in both modes."""
+    allowed = [w for w in directory.workspaces if w.authorizes(who.user, who.groups)]
     return [scope_of(w, directory) for w in sorted(allowed, key=lambda w: (w.name, w.id))]
 
 
