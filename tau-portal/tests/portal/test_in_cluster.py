@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from tau_core import kubeconfig as kubeconfig_module
 from tau_core.errors import ClusterError
 from taugrid_portal.portal import cache as cache_module
 
@@ -27,7 +29,7 @@ def test_in_cluster_reads_through_the_service_account_over_tls(sim_cluster_facto
     sa.mkdir()
     (sa / "token").write_text(user.token + "\n")
     (sa / "ca.crt").write_bytes(cluster.ca_data)
-    monkeypatch.setattr(cache_module, "SA_DIR", str(sa))
+    monkeypatch.setattr(kubeconfig_module, "SERVICE_ACCOUNT_DIR", sa)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", cluster.host)
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(cluster.port))
     cluster.store.create(make_job("in-cluster-1"))
@@ -43,7 +45,7 @@ def test_in_cluster_reads_through_the_service_account_over_tls(sim_cluster_facto
 
 def test_in_cluster_outside_a_pod_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setattr(cache_module, "SA_DIR", str(tmp_path / "none"))
+    monkeypatch.setattr(kubeconfig_module, "SERVICE_ACCOUNT_DIR", tmp_path / "none")
     with pytest.raises(ClusterError) as err:
-        cache_module.in_cluster_config()
+        anyio.run(cache_module.connect_session, None, None, True)
     assert "--in-cluster: not running in a pod" in err.value.message
