@@ -43,7 +43,7 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 
 def prefixed_digest(value: Any, *, ascii_only: bool = False) -> str:
-    """``sha256:<hex>`` over the canonical JSON of ``value`` (descriptor and profile-set digests)."""
+    """``sha256:<hex>`` over the canonical JSON of ``value`` (the workspace descriptor digest)."""
     return "sha256:" + sha256_hex(canonical_json(value, ascii_only=ascii_only))
 
 

@@ -200,7 +200,7 @@ def test_random_job_intents_render_valid_objects(
                 "placement": "independent",
                 "priorities": {"workloadPriorityClassName": "w"},
             },
-            profile_set_hash="sha256:" + "0" * 64,
+            profile_set_hash="0" * 64,
             tau_cluster_generation=1,
         )
     request = RenderRequest(name="prop", config=cfg, context=context, config_dir=root, submission_id="s" * 24)

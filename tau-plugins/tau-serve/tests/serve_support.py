@@ -28,5 +28,5 @@ def request(spec: ServeSpec | None = None, *, prof: dict[str, Any] | None = None
     if changes:
         base = attrs.evolve(base, **changes)
     context = RenderContext(namespace="aurora", queue="jobqueue", workload_profile=prof,
-                            profile_set_hash="sha256:" + "0" * 64, tau_cluster_generation=1, dry_run=dry_run)
+                            profile_set_hash="0" * 64, tau_cluster_generation=1, dry_run=dry_run)
     return ServeRenderRequest(spec=base, context=context)

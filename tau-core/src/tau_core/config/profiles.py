@@ -17,7 +17,7 @@ from tau_core.config.catalog import ACCEPTED_PROFILE_PLACEMENTS
 from tau_core.config.issues import ConfigIssue, ConfigValidationError
 from tau_core.config.loader import Document, load_yaml_file, require_mapping
 from tau_core.errors import ConfigError
-from tau_core.hashing import prefixed_digest
+from tau_core.hashing import canonical_json, sha256_hex
 
 if TYPE_CHECKING:
     from tau_core.workspace.profiles import WorkloadProfile
@@ -34,12 +34,12 @@ PROFILE_KEYS = ("name", "description", "applicability", "gpusPerWorker", "worker
 
 
 def profile_set_hash(profiles: list[Mapping[str, Any]]) -> str:
-    """The published ``profileSetHash``: SHA-256 of the canonical JSON of the resolved profiles,
-    sorted by name, without readiness fields (``ready``, ``conditions``, ``observedGeneration``)."""
+    """The published ``profileSetHash``: SHA-256 hex (no ``sha256:`` prefix) of the canonical JSON of the
+    resolved profiles, sorted by name, without readiness fields (``ready``, ``conditions``, ``observedGeneration``)."""
     items = []
     for p in sorted(profiles, key=lambda p: str(p.get("name", ""))):
         items.append({k: v for k, v in p.items() if k not in ("ready", "conditions", "observedGeneration")})
-    return prefixed_digest(items)
+    return sha256_hex(canonical_json(items))
 
 
 @dataclass
