@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -15,8 +12,6 @@ from tau_core.output import info, warning
 from .derive import Scope
 from .health import Address, serve_health
 from .loop import Recorder
-
-SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 @attrs.frozen
@@ -32,22 +27,6 @@ class RecordOptions:
     context: str | None = None
     in_cluster: bool = False
     spool: str | None = None
-
-
-def in_cluster_kubeconfig(sa_dir: Path = SA_DIR) -> Path:
-    """A private (0600) kubeconfig for the pod's service account: the API server at kubernetes.default.svc."""
-    import yaml
-
-    token = (sa_dir / "token").read_text().strip()
-    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "in-cluster",
-           "clusters": [{"name": "in-cluster", "cluster": {"server": "https://kubernetes.default.svc",
-                                                           "certificate-authority": str(sa_dir / "ca.crt")}}],
-           "users": [{"name": "sa", "user": {"token": token}}],
-           "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "sa"}}]}
-    fd, name = tempfile.mkstemp(prefix="tau-recorder-", suffix=".kubeconfig")
-    with os.fdopen(fd, "w") as fh:  # mkstemp creates it 0600
-        yaml.safe_dump(doc, fh)
-    return Path(name)
 
 
 def _sink(options: RecordOptions, credential: Any) -> Any:
@@ -66,12 +45,9 @@ def _sink(options: RecordOptions, credential: Any) -> Any:
 
 async def record(options: RecordOptions, credential: Any = None) -> Recorder:
     """Run the recorder until ``--once`` is done or a persistent error raises."""
-    from tau_core.kube import KubeSession
-
-    kubeconfig = str(in_cluster_kubeconfig()) if options.in_cluster else options.kubeconfig
+    session = await _session(options)
     sink = _sink(options, credential)
     runner = None
-    session = await KubeSession.connect(kubeconfig=kubeconfig, context=options.context)
     try:
         recorder = Recorder(session, options.scope, sink.write_lifecycle, once=options.once,
                             watch_timeout=options.watch_timeout, say=info)
@@ -87,8 +63,21 @@ async def record(options: RecordOptions, credential: Any = None) -> Recorder:
             await runner.cleanup()
         await session.close()
         sink.close()
-        if options.in_cluster and kubeconfig:
-            Path(kubeconfig).unlink(missing_ok=True)
+
+
+async def _session(options: RecordOptions) -> Any:
+    """The pod's ServiceAccount with ``--in-cluster`` (no kubeconfig is written), else the kubeconfig."""
+    from tau_core.kube import KubeSession
+
+    if not options.in_cluster:
+        return await KubeSession.connect(kubeconfig=options.kubeconfig, context=options.context)
+    session = await KubeSession.connect_in_cluster()
+    if session is None:
+        from tau_core.errors import ClusterError
+
+        raise ClusterError("--in-cluster: not running in a pod (no KUBERNETES_SERVICE_HOST or ServiceAccount token)",
+                           hint="use --kubeconfig/--context outside a cluster")
+    return session
 
 
 def run(options: RecordOptions, credential: Any = None) -> Recorder:
