@@ -20,6 +20,8 @@ from tau_core.retry import OWNER_CLI, OWNER_CONTROLLER, RetryPolicy, policy_anno
 TAU_CLUSTER_PATH = f"/apis/{keys.API_VERSION}/clusters/cluster"
 #: how long past the backoff the CLI waits for the controller's next attempt before giving up following
 RESUBMIT_GRACE = 120.0
+#: how long a failure this command classifies as Unknown waits for the controller's own decision
+DECISION_GRACE = 10.0
 
 
 async def read_owner(session: KubeSession) -> str:
@@ -52,9 +54,17 @@ def follow(backend: Any, ref: Any, policy: RetryPolicy, say: Callable[[str], Non
             return st
         reason = st.failure or FailureReason.UNKNOWN
         if not policy.allows(reason):
-            raise TauError(f"workload {where} failed ({reason.value}) — not in retry_on list "
-                           f"[{', '.join(policy.retry_on)}]",
-                           hint=f"inspect it with `tau run status {ref.name}` and `tau logs {ref.name}`")
+            coming = _controller_retries(backend, ref, attempt) if reason is FailureReason.UNKNOWN else None
+            if coming is None:
+                raise TauError(f"workload {where} failed ({reason.value}) — not in retry_on list "
+                               f"[{', '.join(policy.retry_on)}]",
+                               hint=f"inspect it with `tau run status {ref.name}` and `tau logs {ref.name}`")
+            expected = attempt  # the next wait reports the attempt as resubmitted
+            if coming > 0:
+                say(f"attempt {attempt + 1}/{policy.max_retries} failed — the Tau controller retries in {coming:g}s")
+                _await_next(backend, ref, attempt, coming + RESUBMIT_GRACE)
+                expected = attempt + 1
+            continue
         if attempt >= policy.max_retries:
             raise TauError(f"workload {where} exhausted all {policy.max_retries} retries (last failure: "
                            f"{reason.value})", hint="if it keeps failing the same way, check the cluster with "
@@ -64,6 +74,30 @@ def follow(backend: Any, ref: Any, policy: RetryPolicy, say: Callable[[str], Non
             f"{delay:g}s")
         _await_next(backend, ref, attempt, delay + RESUBMIT_GRACE)
         expected = attempt + 1
+
+
+def _controller_retries(backend: Any, ref: Any, attempt: int) -> float | None:
+    """Whether the controller retries a failed attempt this command could not classify: 0 once it has resubmitted
+    it, the seconds left once it has stamped the retry's due time, None when it does neither within
+    ``DECISION_GRACE`` seconds.
+
+    The controller watches the pods and Events of the run, so it can hold evidence that had already vanished
+    when this command read the run (the controller itself deletes the failed attempt when its backoff is 0).
+    Its decision, visible on the cluster, outranks this command's ``Unknown``."""
+    deadline = time.monotonic() + DECISION_GRACE
+    while True:
+        try:
+            st = backend.status(ref)
+        except TauError:
+            st = None  # between the old attempt's deletion and the new one's creation
+        if st is not None and (st.attempt or 0) > attempt:
+            return 0.0
+        pending = st.extra.retry_pending if st is not None else None
+        if pending is not None and pending.owner == OWNER_CONTROLLER:
+            return float(pending.in_seconds)
+        if time.monotonic() >= deadline:
+            return None
+        backend.sleep(0.5)
 
 
 def _await_next(backend: Any, ref: Any, attempt: int, timeout: float) -> None:
@@ -98,7 +132,11 @@ def pending_retry(workload: Any, *, terminal: bool, succeeded: bool, failure: Fa
 
     annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
     policy = policy_from_annotation(annotations.get(keys.RETRY_POLICY))
-    if not terminal or succeeded or policy is None or failure is None or not policy.allows(failure):
+    owner = annotations.get(keys.RETRY_OWNER) or OWNER_CLI
+    due = parse_time(annotations.get(keys.RETRY_DUE)) if owner == OWNER_CONTROLLER else None
+    if not terminal or succeeded or policy is None:
+        return None
+    if due is None and (failure is None or not policy.allows(failure)):  # a stamped due: the controller's decision
         return None
     attempt = int(annotations.get(keys.RETRY_ATTEMPT) or 0)
     if attempt >= policy.max_retries:
@@ -108,8 +146,6 @@ def pending_retry(workload: Any, *, terminal: bool, succeeded: bool, failure: Fa
         if cond.get("type") == "Failed" and cond.get("status") == "True" and cond.get("lastTransitionTime"):
             failed_at = datetime.fromisoformat(str(cond["lastTransitionTime"]).replace("Z", "+00:00"))
     now = now or datetime.now(UTC)
-    owner = annotations.get(keys.RETRY_OWNER) or OWNER_CLI
-    due = parse_time(annotations.get(keys.RETRY_DUE)) if owner == OWNER_CONTROLLER else None
     delay = policy.backoff(attempt + 1)
     if due is not None:
         delay = max(0.0, (due - now).total_seconds())
