@@ -128,6 +128,7 @@ def _dry_run(tau_cli: Any, repo: Any) -> Any:
     return tau_cli("run", "train", "--dry-run=client", "-n", "aurora")
 
 
+@pytest.mark.slow
 def test_profiles_resolve_and_the_cli_renders_with_them(platform, controller_factory, tau_cli, tau_env, tmp_path,
                                                         monkeypatch, tau_commands):
     import subprocess

@@ -295,6 +295,7 @@ def test_a_queue_that_cannot_be_defaulted_is_reported_then_resolved(platform: An
     assert _conditions(platform, "aurora")["WorkloadIdentityReady"]["reason"] == "NotConfigured"
 
 
+@pytest.mark.slow
 def test_a_drifted_local_queue_is_pointed_back_at_its_cluster_queue(platform: Any, controller_factory: Any) -> None:
     kueue = "kueue.x-k8s.io/v1beta2"
     first = controller_factory(platform)

@@ -63,7 +63,7 @@ def test_two_processes_write_at_once_and_lose_nothing(tmp_path, write_history):
     root = tmp_path / "store"
     ExperimentStore.init(root, project="demo")[0].close()
     hist = tmp_path / "hist"
-    runs = 6
+    runs = 3
     for w in range(2):
         for i in range(runs):
             write_history(hist / f"w{w}-{i}.jsonl", steps=200 + i)

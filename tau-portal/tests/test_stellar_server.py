@@ -302,6 +302,7 @@ def test_serve_open_opens_the_default_target_with_its_metric(store_path: Path, t
 
 
 @REALCLOCK
+@pytest.mark.slow
 def test_open_serves_and_opens_the_default_browser(store_path: Path, tmp_path: Path) -> None:
     proc, marker = _with_browser(store_path, tmp_path, "open", "sweep")
     try:

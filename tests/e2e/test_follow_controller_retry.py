@@ -60,7 +60,6 @@ def owned(taugrid_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
         "  memory_limit: 1Gi\nruntime:\n  image: ghcr.io/acme/train:1.0\npolicy:\n  queue: jobqueue\n"
         "resilience:\n  max_retries: 2\n  retry_on: [Preempted]\n  backoff_initial: 0s\n")
     monkeypatch.chdir(repo)
-    monkeypatch.setattr(retry_owner, "DECISION_GRACE", 3.0)
     return cluster
 
 
@@ -104,7 +103,9 @@ def test_the_controllers_retry_outranks_an_unknown_this_command_read(owned, tau_
     assert "workload aurora/flw completed successfully" in result.stderr
 
 
-def test_without_the_controllers_decision_an_unknown_failure_ends_the_command(owned, tau_cli) -> None:  # type: ignore[no-untyped-def]
+def test_without_the_controllers_decision_an_unknown_failure_ends_the_command(owned, tau_cli,  # type: ignore[no-untyped-def]
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retry_owner, "DECISION_GRACE", 1.0)  # the real 10 s only delays this refusal
     result = tau_cli("run", "flw", *NS)
     assert result.exit_code == 1, result
     assert "workload aurora/flw failed (Unknown) — not in retry_on list [Preempted]" in result.stderr

@@ -1,6 +1,6 @@
 """Repeat every ``realclock`` test under CPU load and report failures per test (``nox -s flaky``).
 
-    python tests/tools/flaky.py [--rounds 20] [--slow] [--workers 2] [--load N] [-- extra pytest args]
+    python tests/tools/flaky.py [--rounds 20] [--slow] [--workers 3] [--load N] [-- extra pytest args]
 
 Each round runs every test marked ``realclock`` (``--slow`` adds those also marked ``slow``) once, through
 pytest-repeat and pytest-xdist, while ``--load`` busy-loop processes (default: one per core) keep the
@@ -31,7 +31,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="repetitions of each test (default 20)")
     parser.add_argument("--slow", action="store_true", help="include realclock tests also marked slow")
-    parser.add_argument("--workers", default="2", help="pytest-xdist workers (default 2)")
+    parser.add_argument("--workers", default="3",
+                        help="pytest-xdist workers (default 3: one more than the busy cores, so the tests' own "
+                             "processes compete with each other as well as with the load)")
     parser.add_argument("--timeout", type=int, default=300,
                         help="seconds before one repetition counts as hung and fails (pytest-timeout; default 300)")
     parser.add_argument("--load", type=int, default=os.cpu_count() or 2,
@@ -107,7 +109,7 @@ def main(argv: list[str]) -> int:
         if failed[name]:
             print(f"      first failure: {first.get(name, '')}")
     heaviest = ", ".join(f"{n.rsplit('::', 1)[-1]} {t:.0f} s" for n, t in sorted(seconds.items(), key=lambda kv: -kv[1])[:5])
-    print(f"flaky: the heaviest (test time summed over rounds, both workers): {heaviest}")
+    print(f"flaky: the heaviest (test time summed over rounds and workers): {heaviest}")
     total_failed = sum(failed.values())
     print(f"flaky: {len(names)} tests, {sum(passed.values())} passed, {total_failed} failed")
     return 1 if total_failed or code not in (0, 5) else 0
