@@ -207,6 +207,15 @@ class KubeSession:
         return cls(api_client, server=config["clusters"][0]["cluster"]["server"], context=IN_CLUSTER,
                    namespace=None, kubeconfig=[], retry=retry)
 
+    @classmethod
+    async def require_in_cluster(cls, *, flag: str = "--in-cluster") -> KubeSession:
+        """:meth:`connect_in_cluster`, or a one-line error naming ``flag`` when this process does not run in a pod."""
+        session = await cls.connect_in_cluster()
+        if session is None:
+            raise ClusterError(f"{flag}: not running in a pod (no KUBERNETES_SERVICE_HOST or ServiceAccount token)",
+                               hint="use --kubeconfig/--context outside a cluster")
+        return session
+
     async def close(self) -> None:
         await self._api.close()
 

@@ -215,10 +215,4 @@ async def connect_session(kubeconfig: str | None, context: str | None, in_cluste
     """The one Kubernetes client stack (tau_core's session), from a kubeconfig or the in-cluster account."""
     if not in_cluster:
         return await KubeSession.connect(kubeconfig=kubeconfig, context=context)
-    session = await KubeSession.connect_in_cluster()
-    if session is None:
-        from tau_core.errors import ClusterError
-
-        raise ClusterError("--in-cluster: not running in a pod (no KUBERNETES_SERVICE_HOST or service account token)",
-                           hint="use --kubeconfig/--context outside a cluster")
-    return session
+    return await KubeSession.require_in_cluster()

@@ -71,13 +71,7 @@ async def _session(options: RecordOptions) -> Any:
 
     if not options.in_cluster:
         return await KubeSession.connect(kubeconfig=options.kubeconfig, context=options.context)
-    session = await KubeSession.connect_in_cluster()
-    if session is None:
-        from tau_core.errors import ClusterError
-
-        raise ClusterError("--in-cluster: not running in a pod (no KUBERNETES_SERVICE_HOST or ServiceAccount token)",
-                           hint="use --kubeconfig/--context outside a cluster")
-    return session
+    return await KubeSession.require_in_cluster()
 
 
 def run(options: RecordOptions, credential: Any = None) -> Recorder:
