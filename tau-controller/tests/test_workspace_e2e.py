@@ -170,6 +170,7 @@ def test_foreign_objects_are_never_adopted(platform, controller):
     assert lq["metadata"]["labels"][keys.WORKSPACE] == "aurora"
 
 
+@pytest.mark.slow
 def test_platform_owned_local_queue_is_used_not_adopted(platform, controller):
     lq = platform.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
                                 "metadata": {"name": QUEUE, "namespace": "aurora", "labels": {"owner": "gitops"}},
@@ -206,6 +207,7 @@ def test_empty_queue_defaults_from_the_tau_cluster(platform, controller):
     assert _ws(platform, "aurora")["status"]["queue"]["localQueue"] == QUEUE
 
 
+@pytest.mark.slow
 def test_namespace_of_a_deleted_workspace_is_reclaimed_and_a_retarget_releases_the_old_one(platform, controller):
     platform.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": "aurora", "labels": {keys.WORKSPACE: "ghost", "team": "vision"}}})
@@ -229,6 +231,7 @@ def test_namespace_of_a_deleted_workspace_is_reclaimed_and_a_retarget_releases_t
     assert platform.store.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "aurora", QUEUE) is None
 
 
+@pytest.mark.slow
 def test_a_refused_retarget_withdraws_every_grant_the_workspace_held(platform: Any, controller: Any) -> None:
     rbac = "rbac.authorization.k8s.io/v1"
     platform.store.create(workspace())
@@ -256,6 +259,7 @@ def test_a_refused_retarget_withdraws_every_grant_the_workspace_held(platform: A
     assert (platform.store.get("v1", "Namespace", None, "default")["metadata"].get("labels") or {}) == default_labels
 
 
+@pytest.mark.slow
 def test_service_account_subjects_and_a_queue_without_its_cluster_queue(platform: Any, controller: Any) -> None:
     rbac = "rbac.authorization.k8s.io/v1"
     platform.store.create(workspace(queue="gpu-burst", kubernetesSubject={"kind": "ServiceAccount",
@@ -276,6 +280,7 @@ def test_service_account_subjects_and_a_queue_without_its_cluster_queue(platform
     assert status["queue"] == {"localQueue": "gpu-burst", "clusterQueue": "gpu-burst"}  # reported while not ready
 
 
+@pytest.mark.slow
 def test_a_queue_that_cannot_be_defaulted_is_reported_then_resolved(platform: Any, controller: Any) -> None:
     cluster = platform.store.get(TAU, "TauCluster", None, "cluster")
     platform.store.delete(TAU, "TauCluster", None, "cluster")
