@@ -10,30 +10,18 @@ import pytest
 from ctrl_platform import install_platform, workspace
 
 from tau_controller.runtime import Controller, Options
-from tau_core import keys, kubeconfig
+from tau_core import keys
 
 pytestmark = pytest.mark.realclock  # the controller runs in real time
 
 ACCOUNT = "system:serviceaccount:tau-system:tau-core-controller"
 
 
-def _mount(cluster: Any, directory: Path) -> Path:
-    """What the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount."""
-    user = cluster.add_user(ACCOUNT, ["system:serviceaccounts", "system:masters"])
-    directory.mkdir()
-    (directory / "token").write_text(user.token + "\n")
-    (directory / "ca.crt").write_bytes(cluster.ca_data)
-    (directory / "namespace").write_text("tau-system")
-    return directory
-
-
 def test_the_controller_reconciles_as_its_service_account_without_a_kubeconfig(
-        sim_cluster_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        sim_cluster_factory: Any, in_pod: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = sim_cluster_factory(tls=True)
     install_platform(cluster)
-    monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", _mount(cluster, tmp_path / "serviceaccount"))
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", cluster.host)
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(cluster.port))
+    in_pod(cluster, ACCOUNT, ["system:serviceaccounts", "system:masters"])
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.kube/config to fall back on
     controller = Controller(Options(health_address="0", metrics_address="0", leader_elect=True))

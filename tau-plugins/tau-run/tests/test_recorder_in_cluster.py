@@ -22,17 +22,10 @@ def _options() -> RecordOptions:
                          database="db", table="t", health=None, in_cluster=True)
 
 
-def test_in_cluster_reads_as_the_pods_service_account_over_tls(sim_cluster_factory: Any, tmp_path: Path,
+def test_in_cluster_reads_as_the_pods_service_account_over_tls(sim_cluster_factory: Any, in_pod: Any, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = sim_cluster_factory(controllers=False, tls=True)
-    user = cluster.add_user(RECORDER, ["system:serviceaccounts"])
-    sa = tmp_path / "serviceaccount"
-    sa.mkdir()
-    (sa / "token").write_text(user.token + "\n")
-    (sa / "ca.crt").write_bytes(cluster.ca_data)
-    monkeypatch.setattr(kubeconfig_module, "SERVICE_ACCOUNT_DIR", sa)
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", cluster.host)
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(cluster.port))
+    in_pod(cluster, RECORDER, ["system:serviceaccounts"])
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))  # in-cluster never reads a kubeconfig
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()

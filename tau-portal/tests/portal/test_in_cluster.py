@@ -18,20 +18,12 @@ PORTAL_USER = "system:serviceaccount:tau-system:tau-portal"
 
 
 def test_in_cluster_reads_through_the_service_account_over_tls(sim_cluster_factory: Any, portal_factory: Any,
-                                                                 make_job: Any, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                 make_job: Any, in_pod: Any, tmp_path: Path) -> None:
     from tau_testing.sim.scenarios.taugrid import TauGridScenario
 
     cluster = sim_cluster_factory(controllers=False, tls=True)
     TauGridScenario.install(cluster, tmp_path / "volume")
-    user = cluster.add_user(PORTAL_USER, ["system:serviceaccounts", "system:serviceaccounts:tau-system"])
-    sa = tmp_path / "serviceaccount"
-    sa.mkdir()
-    (sa / "token").write_text(user.token + "\n")
-    (sa / "ca.crt").write_bytes(cluster.ca_data)
-    monkeypatch.setattr(kubeconfig_module, "SERVICE_ACCOUNT_DIR", sa)
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", cluster.host)
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(cluster.port))
+    in_pod(cluster, PORTAL_USER, ["system:serviceaccounts", "system:serviceaccounts:tau-system"])
     cluster.store.create(make_job("in-cluster-1"))
     # in_cluster wins over the kubeconfig the fixture also writes (it binds the read-only role to PORTAL_USER)
     portal = portal_factory(cluster, in_cluster=True)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,6 +100,29 @@ def sim_cluster_factory() -> Iterator[object]:
         errors.extend(cluster.settle_errors)  # type: ignore[attr-defined]
     if errors:
         raise AssertionError(f"simulated controllers raised during the test: {errors[0]!r}") from errors[0]
+
+
+@pytest.fixture
+def in_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``in_pod(cluster, account, groups=(), namespace="tau-system")``: make this process look like a pod of
+    the TLS simulator ``cluster`` running as ServiceAccount user ``account``.  It writes what the kubelet
+    mounts (token, CA, namespace), points ``tau_core.kubeconfig.SERVICE_ACCOUNT_DIR`` at it, sets
+    ``KUBERNETES_SERVICE_HOST``/``_PORT``, and returns the simulator's user."""
+    from tau_core import kubeconfig
+
+    def enter(cluster: Any, account: str, groups: Iterable[str] = (), namespace: str = "tau-system") -> Any:
+        user = cluster.add_user(account, list(groups))
+        directory = tmp_path / "serviceaccount"
+        directory.mkdir()
+        (directory / "token").write_text(user.token + "\n")
+        (directory / "ca.crt").write_bytes(cluster.ca_data)
+        (directory / "namespace").write_text(namespace)
+        monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", directory)
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", cluster.host)
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(cluster.port))
+        return user
+
+    return enter
 
 
 @pytest.fixture
