@@ -247,3 +247,34 @@ def test_exit_codes_from_ctx_exit_are_kept(tau_cli, tau_plugins):
     tau_plugins.register(P(), name="exit-code")
     assert tau_cli("code", "3").exit_code == 3
     assert tau_cli("code", "0").exit_code == 0
+
+
+def _unwinding_ctrl_c() -> None:
+    """What Ctrl-C inside ``threading.Condition.wait`` can leave: the lock's RuntimeError in place of it."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        raise RuntimeError("cannot release un-acquired lock") from None
+
+
+def test_an_error_raised_while_ctrl_c_unwinds_is_an_interrupt_not_an_internal_error(tau_cli, tau_plugins):
+    from tau_core.errors import interrupted
+
+    @click.command(name="wait")
+    def wait():
+        _unwinding_ctrl_c()
+
+    class P:
+        @hookimpl
+        def tau_register_roots(self, register):
+            register("wait", wait, help="Wait, then be interrupted.")
+
+    tau_plugins.register(P(), name="interrupted")
+    r = tau_cli("wait")
+    assert r.exit_code == 130, r
+    assert "error: interrupted" in r.stderr and "internal error" not in r.stderr
+    try:
+        _unwinding_ctrl_c()
+    except RuntimeError as exc:
+        assert interrupted(exc)  # `from None` hides the context from tracebacks, not from the chain
+    assert not interrupted(RuntimeError("cannot release un-acquired lock"))

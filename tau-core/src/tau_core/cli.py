@@ -19,7 +19,7 @@ import click
 from tau_core import __version__
 from tau_core.cli_options import CONTEXT_SETTINGS
 from tau_core.envvars import EXIT_INTERRUPTED, EXIT_USAGE
-from tau_core.errors import PluginError, TauError, UsageError
+from tau_core.errors import PluginError, TauError, UsageError, interrupted
 from tau_core.output import error, terminal_guard
 from tau_core.plugins import ENV_BLOCK, Host, get_host
 
@@ -162,6 +162,10 @@ def _run(command: click.Command, args: Sequence[str] | None, prog_name: str) -> 
         error(typed.message, typed.hint)
         return typed.exit_code
     except Exception as exc:
+        if interrupted(exc):  # an error raised while Ctrl-C unwound (see tau_core.errors.interrupted)
+            click.echo("", err=True)
+            error("interrupted")
+            return EXIT_INTERRUPTED
         if os.environ.get("TAU_DEBUG", "") not in ("", "0"):
             import traceback
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tau_core.errors import UsageError
+from tau_core.errors import UsageError, interrupted
 from tau_core.output import info
 
 if TYPE_CHECKING:
@@ -80,7 +80,9 @@ def print_logs(backend: ExecutionBackend, ref: RunRef, options: LogOptions) -> N
             click.echo(line)
             if options.follow:
                 sys.stdout.flush()
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not interrupted(exc):
+            raise
         click.echo("", err=True)
         info(f"stopped following; {ref.name} keeps running")
         sys.exit(130)

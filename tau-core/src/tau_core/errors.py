@@ -50,3 +50,21 @@ class ConflictError(TauError):
 
 class ClusterError(TauError):
     """The cluster could not be reached or refused the request."""
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C, or an error raised while Ctrl-C was unwinding.
+
+    A KeyboardInterrupt that lands inside ``threading.Condition.wait`` (a thread waiting on an event loop's
+    answer) can leave the condition's lock released, and leaving the ``with`` block then raises
+    ``RuntimeError: cannot release un-acquired lock`` in place of the interrupt.  The interrupt stays on the
+    error's context chain, which is what this looks for.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

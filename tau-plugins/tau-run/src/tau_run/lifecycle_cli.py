@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from tau_core.cli_options import CONTEXT_SETTINGS, log_options, logs_options, print_logs
-from tau_core.errors import TauError, UsageError
+from tau_core.errors import TauError, UsageError, interrupted
 from tau_core.output import emit, info, render_table
 
 if TYPE_CHECKING:
@@ -334,7 +334,9 @@ def _watch(backend: ExecutionBackend, ref: RunRef, interval: float, max_iteratio
                 click.echo(text + "\n")
             if _startup_failed(st) or _startup_done(st) or (max_iterations and frames >= max_iterations):
                 break
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not interrupted(exc):
+            raise
         click.echo("", err=True)
         info(f"stopped watching; {where} keeps running (tau run status {ref.name})")
         sys.exit(130)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tau_core import keys
-from tau_core.errors import TauError
+from tau_core.errors import TauError, interrupted
 from tau_core.kube import KubeSession
 from tau_core.lifecycle.base import FailureReason, RunRef, RunStatus, SubmitRequest, SubmitResult
 from tau_core.status_tree import failure_signature
@@ -63,7 +63,9 @@ class Retry(Submit, Watch):
                                                   reason=_reason(st.extra.retry_reason))
                     return st
                 self._retry_failed(ref, request, policy, st, say)
-        except KeyboardInterrupt:
+        except BaseException as exc:
+            if not interrupted(exc):
+                raise
             raise TauError(f"interrupted while waiting for {where}; it keeps running and its retry count is kept "
                            "on the workload", hint=f"follow it with `tau run status {ref.name} --watch`",
                            exit_code=130) from None
